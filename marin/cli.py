@@ -1,0 +1,89 @@
+"""The ``marin`` command. Thin: each subcommand delegates to a library module.
+
+    marin executor --dry-run experiments/isoflop_3e19.py
+    marin executor --prefix gs://bucket/x --max-concurrent 4 experiments.tiny --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return args.handler(args, extra)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="marin", description="Scaling-law experiments, "
+                                     "from a laptop to a cluster.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    ex = sub.add_parser("executor", help="plan or run an experiment's steps",
+                        description="Plan (--dry-run) or run the steps of an experiment file "
+                        "or module. Extra --STEP.FIELD VALUE arguments override step configs.")
+    ex.add_argument("experiment", nargs="?", help="path to an experiment file, or a module name")
+    ex.add_argument("--dry-run", action="store_true", help="show what would run and why; "
+                    "write nothing")
+    ex.add_argument("--prefix", help="output folder or URL (default: $MARIN_PREFIX, "
+                    "else ./local_store)")
+    ex.add_argument("--run-only", action="append", default=[], metavar="REGEX",
+                    help="run only matching steps and their dependencies (repeatable)")
+    ex.add_argument("--max-concurrent", type=int, help="steps running at once")
+    ex.add_argument("--backend", default="local", help="runner (default: local)")
+    ex.add_argument("--no-retry-failed", action="store_true",
+                    help="report steps that failed before instead of retrying them")
+    ex.add_argument("--lease-ttl", type=float, default=None,
+                    help="seconds before another executor takes over a silent step")
+    ex.add_argument("--json", action="store_true", help="print the plan or result as JSON")
+    ex.set_defaults(handler=_executor)
+    return parser
+
+
+def _executor(args: argparse.Namespace, extra: list[str]) -> int:
+    from rich.console import Console
+
+    from marin.execution.executor_main import ExecutorMainConfig, run_with_options
+    from marin.execution.experiments import (
+        ExperimentError,
+        find_experiments,
+        load_experiment,
+        steps_of,
+    )
+    from marin.execution.graph import _topological_order
+    from marin.execution.overrides import OverrideError, split_override_args
+
+    err = Console(stderr=True)
+    if not args.experiment:
+        found = find_experiments()
+        listing = "\n".join(f"  {p}" for p in found) or "  (none under ./experiments)"
+        err.print("marin executor needs an EXPERIMENT (a file or module). Experiments "
+                  f"found:\n{listing}", highlight=False)
+        return 2
+    try:
+        steps = steps_of(load_experiment(args.experiment))
+        overrides, rest = split_override_args(extra, [s.name for s in
+                                                      _topological_order(steps)])
+    except (ExperimentError, OverrideError) as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        return 2
+    if rest:
+        err.print(f"[bold red]error:[/] unrecognized arguments: {' '.join(rest)} (overrides "
+                  "look like --STEP_NAME.field value)", highlight=False)
+        return 2
+    options = ExecutorMainConfig(prefix=args.prefix, dry_run=args.dry_run,
+                                 run_only=args.run_only, force_run_failed=not args.no_retry_failed,
+                                 max_concurrent=args.max_concurrent, backend=args.backend,
+                                 json=args.json)
+    if args.lease_ttl is not None:
+        options.lease_ttl = args.lease_ttl
+    return run_with_options(steps, options, overrides)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

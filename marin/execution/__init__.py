@@ -1,0 +1,50 @@
+"""Steps, their identities, and the executor that runs them.
+
+    from marin.execution import ExecutorStep, executor_main, output_path_of, this_output_path
+
+    raw = ExecutorStep("raw/words", extract_words, ExtractConfig(output=this_output_path()))
+    counts = ExecutorStep("counts/words", count_words,
+                          CountConfig(words=output_path_of(raw, "words.txt"),
+                                      output=this_output_path()))
+    if __name__ == "__main__":
+        executor_main([counts])
+"""
+
+from marin.execution.executor import Executor, RunResult, StepResult
+from marin.execution.executor_main import ExecutorMainConfig, executor_main
+from marin.execution.graph import StepGraph, StepGraphError
+from marin.execution.hashing import UnhashableConfigError
+from marin.execution.planning import Plan, PlanEntry
+from marin.execution.status import StepStatus
+from marin.execution.step import (
+    ComputeEstimate,
+    ExecutorStep,
+    StepResources,
+    output_path_of,
+    this_output_path,
+    unversioned,
+    unversioned_field,
+    versioned,
+)
+
+__all__ = [
+    "ComputeEstimate",
+    "Executor",
+    "ExecutorMainConfig",
+    "ExecutorStep",
+    "Plan",
+    "PlanEntry",
+    "RunResult",
+    "StepGraph",
+    "StepGraphError",
+    "StepResources",
+    "StepResult",
+    "StepStatus",
+    "UnhashableConfigError",
+    "executor_main",
+    "output_path_of",
+    "this_output_path",
+    "unversioned",
+    "unversioned_field",
+    "versioned",
+]

@@ -1,0 +1,239 @@
+"""The executor: plan a step graph against a prefix, then run what is not done.
+
+    executor = Executor(prefix="gs://my-bucket/experiments", max_concurrent=4)
+    plan = executor.plan(steps)              # no side effects
+    result = executor.run(steps)             # RunResult; result.ok is False if any failed
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from marin.execution.graph import StepGraph, StepNode
+from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
+from marin.execution.progress import Progress, SilentProgress
+from marin.execution.runners import Runner, make_runner
+from marin.execution.status import code_fingerprint, current_user, git_commit
+from marin.execution.step import ExecutorStep
+from marin.execution.worker import StepJob, StepOutcome
+from marin.storage import get_storage
+
+logger = logging.getLogger("marin.executor")
+
+DEFAULT_LEASE_TTL = 60.0
+
+
+@dataclass
+class StepResult:
+    name: str
+    key: str
+    output_path: str
+    state: str  # succeeded, reused, skipped, failed, lost_lease, cancelled, blocked
+    seconds: float = 0.0
+    error: str | None = None
+    traceback: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "key": self.key, "output_path": self.output_path,
+                "state": self.state, "seconds": round(self.seconds, 3), "error": self.error}
+
+
+@dataclass
+class RunResult:
+    plan: Plan
+    steps: list[StepResult] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.interrupted and not self.failed
+
+    @property
+    def failed(self) -> list[StepResult]:
+        return [s for s in self.steps
+                if s.state in ("failed", "lost_lease", "blocked", "cancelled")]
+
+    def by_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.steps:
+            counts[s.state] = counts.get(s.state, 0) + 1
+        return counts
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(self.by_state().items()))
+        lines = [f"executor: {len(self.steps)} steps: {counts or 'nothing to do'}"]
+        for s in self.failed:
+            lines.append(f"  {s.state.upper()}: {s.key}: {s.error}")
+            if s.state == "failed":
+                lines.append(f"      traceback in {s.output_path}/.executor_status")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "interrupted": self.interrupted, "counts": self.by_state(),
+                "steps": [s.to_json() for s in self.steps]}
+
+
+class Executor:
+    """Plans and runs steps under ``prefix``; ``backend`` names the runner."""
+
+    def __init__(self, prefix: str, max_concurrent: int | None = None, backend: str = "local",
+                 lease_ttl: float = DEFAULT_LEASE_TTL, poll_interval: float | None = None,
+                 runner: Runner | None = None):
+        if not prefix:
+            raise ValueError("Executor needs a prefix (a local folder or a storage URL)")
+        self.prefix = prefix.rstrip("/") or "/"
+        self.max_concurrent = max_concurrent or os.cpu_count() or 1
+        self.backend = backend
+        self.lease_ttl = lease_ttl
+        self.poll_interval = poll_interval if poll_interval is not None else min(5.0,
+                                                                                 lease_ttl / 4)
+        self._runner = runner
+        self.storage = get_storage(self.prefix)
+
+    def plan(self, steps: Sequence[ExecutorStep], run_only: Sequence[str] | None = None,
+             force_run_failed: bool = True) -> Plan:
+        graph = StepGraph.build(steps, self.prefix)
+        return make_plan(graph, self.prefix, self.storage,
+                         PlanOptions(run_only=run_only, force_run_failed=force_run_failed))
+
+    def run(self, steps: Sequence[ExecutorStep], run_only: Sequence[str] | None = None,
+            force_run_failed: bool = True, progress: Progress | None = None) -> RunResult:
+        plan = self.plan(steps, run_only, force_run_failed)
+        for warning in plan.warnings:
+            logger.warning(warning)
+        if any(e.action != "skip" for e in plan.entries):
+            self.storage.check_writable(self.prefix)
+        runner = self._runner or make_runner(self.backend, self.max_concurrent)
+        return _Run(self, plan, runner, progress or SilentProgress()).execute()
+
+
+class _Run:
+    """The scheduling loop of one ``Executor.run``."""
+
+    def __init__(self, executor: Executor, plan: Plan, runner: Runner, progress: Progress):
+        self.executor = executor
+        self.plan = plan
+        self.runner = runner
+        self.progress = progress
+        self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self.result = RunResult(plan)
+        self.dependents = plan.graph.dependents()
+        self.waiting_on: dict[StepNode, int] = {}
+        self.in_flight: dict[Future[StepOutcome], PlanEntry] = {}
+
+    def execute(self) -> RunResult:
+        todo = [e for e in self.plan.entries if e.action != "skip"]
+        for entry in self.plan.entries:
+            if entry.action == "skip":
+                self._record_skip(entry)
+        self.progress.run_started(self.plan, len(todo))
+        todo_nodes = {e.node for e in todo}
+        for entry in todo:
+            self.waiting_on[entry.node] = sum(d in todo_nodes for d in entry.node.dependencies)
+        try:
+            for entry in todo:
+                if self.waiting_on[entry.node] == 0 and entry.node not in self._settled:
+                    self._submit(entry)
+            while self.in_flight:
+                done, _ = wait(list(self.in_flight), return_when=FIRST_COMPLETED)
+                for future in done:
+                    self._finish(self.in_flight.pop(future), future)
+        except KeyboardInterrupt:
+            self._interrupt()
+        finally:
+            self.runner.shutdown()
+            self.progress.run_finished()
+        return self.result
+
+    @property
+    def _settled(self) -> set[StepNode]:
+        return self.__dict__.setdefault("_settled_nodes", set())
+
+    def _record_skip(self, entry: PlanEntry) -> None:
+        state = "failed" if entry.refused_failure else "skipped"
+        error = entry.reason if entry.refused_failure else None
+        self._add_result(entry, state, error=error)
+        if entry.refused_failure:
+            self._block_dependents(entry)
+
+    def _submit(self, entry: PlanEntry) -> None:
+        node = entry.node
+        job = StepJob(
+            key=node.key, name=node.name, output_path=node.output_path, fn=node.step.fn,
+            config=self.plan.graph.resolve_config(node), info=self._info(entry),
+            code_fingerprint=code_fingerprint(node.step.fn), run_id=self.run_id,
+            lease_ttl=self.executor.lease_ttl, poll_interval=self.executor.poll_interval,
+            planned_status_run_id=entry.status_record.run_id if entry.status_record else None,
+        )
+        self.progress.step_started(entry)
+        self.in_flight[self.runner.submit(job, node.step.resources)] = entry
+
+    def _finish(self, entry: PlanEntry, future: Future[StepOutcome]) -> None:
+        try:
+            outcome = future.result()
+        except Exception as e:  # the runner or the storage failed, not the step itself
+            outcome = StepOutcome(entry.node.key, "failed", 0.0, f"{type(e).__name__}: {e}")
+        self.progress.step_finished(entry, outcome)
+        self._add_result(entry, outcome.state, outcome.seconds, outcome.error, outcome.traceback)
+        if outcome.state in ("succeeded", "reused"):
+            for child in self.dependents[entry.node]:
+                if child in self.waiting_on:
+                    self.waiting_on[child] -= 1
+                    if self.waiting_on[child] == 0 and child not in self._settled:
+                        self._submit(self.plan.entry_of(child))
+        else:
+            self._block_dependents(entry)
+
+    def _block_dependents(self, failed: PlanEntry) -> None:
+        stack = list(self.dependents[failed.node])
+        while stack:
+            node = stack.pop()
+            if node in self._settled or node not in self.waiting_on:
+                continue
+            entry = self.plan.entry_of(node)
+            reason = f"dependency {failed.node.key} did not succeed"
+            self.progress.step_blocked(entry, reason)
+            self._add_result(entry, "blocked", error=reason)
+            stack.extend(self.dependents[node])
+
+    def _add_result(self, entry: PlanEntry, state: str, seconds: float = 0.0,
+                    error: str | None = None, tb: str | None = None) -> None:
+        self._settled.add(entry.node)
+        self.result.steps.append(StepResult(entry.name, entry.node.key, entry.output_path,
+                                            state, seconds, error, tb))
+
+    def _interrupt(self) -> None:
+        self.result.interrupted = True
+        cancelled = set(self.runner.cancel_running("interrupted (Ctrl-C)"))
+        for future, entry in self.in_flight.items():
+            future.cancel()
+            if entry.node.key in cancelled or not future.done():
+                self._add_result(entry, "cancelled", error="interrupted (Ctrl-C)")
+        self.in_flight.clear()
+
+    def _info(self, entry: PlanEntry) -> dict[str, Any]:
+        node = entry.node
+        step = node.step
+        return {
+            "name": node.name,
+            "key": node.key,
+            "hash": node.hash,
+            "version": node.version,
+            "output_path": node.output_path,
+            "description": step.description,
+            "config": self.plan.graph.resolve_config(node),
+            "dependencies": [d.output_path for d in node.dependencies],
+            "fn": f"{getattr(step.fn, '__module__', '?')}.{getattr(step.fn, '__qualname__', '?')}",
+            "code_fingerprint": code_fingerprint(step.fn),
+            "git_commit": git_commit(),
+            "user": current_user(),
+            "created": time.time(),
+            "run_id": self.run_id,
+        }

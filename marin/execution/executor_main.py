@@ -1,0 +1,135 @@
+"""The command-line entry of an experiment file.
+
+    # experiments/tiny.py
+    steps = [tokenize, train]
+    if __name__ == "__main__":
+        executor_main(steps, description="a tiny sweep")
+
+    $ python experiments/tiny.py --dry_run true
+    $ python experiments/tiny.py --prefix gs://bucket/x --max_concurrent 4 --run_only 'train/.*'
+    $ python experiments/tiny.py --train/tiny.learning_rate 3e-3     # a config override
+
+Options are parsed by draccus from ``ExecutorMainConfig``; ``--STEP.FIELD VALUE`` arguments
+override step configs (see ``marin.execution.overrides``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import draccus
+from rich.console import Console
+from rich.logging import RichHandler
+
+from marin.execution.executor import DEFAULT_LEASE_TTL, Executor
+from marin.execution.graph import StepGraphError, _topological_order
+from marin.execution.hashing import UnhashableConfigError
+from marin.execution.overrides import OverrideError, apply_overrides, split_override_args
+from marin.execution.progress import SilentProgress, progress_for
+from marin.execution.render import print_plan, print_result
+from marin.execution.step import ExecutorStep
+from marin.storage import StorageError
+
+DEFAULT_LOCAL_PREFIX = "local_store"
+
+
+@dataclass
+class ExecutorMainConfig:
+    """Options of ``executor_main`` and ``marin executor``."""
+
+    prefix: str | None = None
+    """Where outputs go: a folder or a storage URL. Default: $MARIN_PREFIX, else ./local_store."""
+    dry_run: bool = False
+    """Show what would run and why, and write nothing."""
+    run_only: list[str] = field(default_factory=list)
+    """Regular expressions: run only matching steps (and what they depend on)."""
+    force_run_failed: bool = True
+    """Retry steps that failed in an earlier run (false: report them as failed instead)."""
+    max_concurrent: int | None = None
+    """Steps running at once (default: the number of CPU cores)."""
+    backend: str = "local"
+    """The runner: local, or a runner plugin's name."""
+    json: bool = False
+    """Print the plan or the result as JSON on stdout."""
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    """Seconds without a heartbeat after which another executor takes a step over."""
+    show_skipped: bool = True
+    """List skipped steps in the dry-run table."""
+
+
+def resolve_prefix(prefix: str | None) -> str:
+    return prefix or os.environ.get("MARIN_PREFIX") or os.path.abspath(DEFAULT_LOCAL_PREFIX)
+
+
+def executor_main(steps: Sequence[ExecutorStep], description: str | None = None,
+                  args: Sequence[str] | None = None) -> None:
+    """Parse the command line, then plan (``--dry_run true``) or run ``steps``.
+
+    Exits with status 1 when a step fails, 2 on a usage or configuration error.
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        names = [s.name for s in _topological_order(list(steps))]
+        overrides, rest = split_override_args(argv, names)
+    except (OverrideError, StepGraphError, TypeError) as e:
+        _fail_usage(str(e))
+    options = draccus.parse(ExecutorMainConfig, args=rest, prog=sys.argv[0])
+    code = run_with_options(steps, options, overrides, description)
+    if code:
+        sys.exit(code)
+
+
+def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
+                     overrides: dict[str, str] | None = None,
+                     description: str | None = None) -> int:
+    """Plan or run ``steps`` as ``options`` say; returns the process exit code."""
+    out = Console(stderr=options.json)
+    _configure_logging(out)
+    try:
+        steps = apply_overrides(steps, overrides or {})
+        executor = Executor(resolve_prefix(options.prefix), options.max_concurrent,
+                            options.backend, lease_ttl=options.lease_ttl)
+        if options.dry_run:
+            plan = executor.plan(steps, options.run_only, options.force_run_failed)
+            if options.json:
+                print(json.dumps(plan.to_json(), indent=1, default=str))
+            else:
+                if description:
+                    out.print(f"[bold]{description}[/]")
+                print_plan(plan, out, options.show_skipped)
+            return 0
+        if description and not options.json:
+            out.print(f"[bold]{description}[/]")
+        progress = SilentProgress() if options.json and not out.is_terminal else \
+            progress_for(out)
+        result = executor.run(steps, options.run_only, options.force_run_failed, progress)
+    except (UnhashableConfigError, StepGraphError, OverrideError, StorageError,
+            ValueError) as e:
+        out.print(f"[bold red]error:[/] {e}", highlight=False)
+        return 2
+    if options.json:
+        print(json.dumps({"plan": result.plan.to_json(), "result": result.to_json()},
+                         indent=1, default=str))
+    else:
+        print_result(result, out)
+    if result.interrupted:
+        return 130
+    return 0 if result.ok else 1
+
+
+def _configure_logging(console: Console) -> None:
+    root = logging.getLogger("marin")
+    if not root.handlers:
+        root.addHandler(RichHandler(console=console, show_path=False, show_time=False))
+        root.setLevel(logging.INFO)
+        root.propagate = False
+
+
+def _fail_usage(message: str) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    sys.exit(2)

@@ -1,0 +1,195 @@
+"""The step graph: dependencies, versions, output paths, resolved configs.
+
+    graph = StepGraph.build([train_step], prefix="gs://bucket/experiments")
+    for node in graph.nodes:                # dependencies before dependents
+        print(node.key, node.output_path)   # "train/tiny-3f9c01ab", ".../train/tiny-3f9c01ab"
+    config = graph.resolve_config(graph.nodes[-1])
+
+A step's version is the canonical JSON of its name and config, where every dependency
+appears as its own ``<name>-<hash>`` key; so the hash covers the dependency's version
+transitively, and never a path, a bucket or a region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from marin.execution.config_tree import iter_leaves, map_leaves
+from marin.execution.diff import diff_versions
+from marin.execution.hashing import canonical_json, canonicalize, version_hash
+from marin.execution.step import (
+    ExecutorStep,
+    OutputPathOf,
+    ThisOutputPath,
+    UnversionedValue,
+    VersionedValue,
+    join_path,
+)
+
+
+class StepGraphError(ValueError):
+    """The steps do not form a valid graph (a cycle, or one name with two versions)."""
+
+
+@dataclass(eq=False)
+class StepNode:
+    """A step placed in the graph."""
+
+    step: ExecutorStep
+    hash: str
+    version: dict[str, Any]
+    output_path: str
+    dependencies: list[StepNode] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.step.name
+
+    @property
+    def key(self) -> str:
+        return f"{self.step.name}-{self.hash}"
+
+    def __repr__(self) -> str:
+        return f"StepNode({self.key})"
+
+
+class StepGraph:
+    def __init__(self, nodes: list[StepNode], node_by_step: dict[int, StepNode],
+                 roots: list[StepNode]):
+        self.nodes = nodes
+        self.roots = roots
+        self._node_by_step = node_by_step
+
+    @classmethod
+    def build(cls, steps: Sequence[ExecutorStep], prefix: str) -> StepGraph:
+        _check_steps(steps)
+        order = _topological_order(steps)
+        node_by_step: dict[int, StepNode] = {}
+        node_by_key: dict[str, StepNode] = {}
+        version_by_name: dict[str, StepNode] = {}
+        nodes: list[StepNode] = []
+        for step in order:
+            node = _make_node(step, node_by_step, prefix)
+            existing = node_by_key.get(node.key)
+            if existing is not None:
+                node_by_step[id(step)] = existing
+                continue
+            clash = version_by_name.get(step.name)
+            if clash is not None:
+                raise StepGraphError(_name_clash_message(clash, node))
+            version_by_name[step.name] = node
+            node_by_key[node.key] = node
+            node_by_step[id(step)] = node
+            nodes.append(node)
+        roots = list(dict.fromkeys(node_by_step[id(s)] for s in steps))
+        return cls(nodes, node_by_step, roots)
+
+    def node_of(self, step: ExecutorStep) -> StepNode:
+        return self._node_by_step[id(step)]
+
+    def dependents(self) -> dict[StepNode, list[StepNode]]:
+        out: dict[StepNode, list[StepNode]] = {n: [] for n in self.nodes}
+        for node in self.nodes:
+            for dep in node.dependencies:
+                out[dep].append(node)
+        return out
+
+    def closure(self, selected: Iterable[StepNode]) -> set[StepNode]:
+        """``selected`` and everything they depend on."""
+        seen: set[StepNode] = set()
+        stack = list(selected)
+        while stack:
+            node = stack.pop()
+            if node not in seen:
+                seen.add(node)
+                stack.extend(node.dependencies)
+        return seen
+
+    def resolve_config(self, node: StepNode) -> Any:
+        """The config with every placeholder replaced by a concrete path."""
+
+        def resolve(leaf: Any) -> Any:
+            if isinstance(leaf, ExecutorStep):
+                return self.node_of(leaf).output_path
+            if isinstance(leaf, OutputPathOf):
+                return join_path(self.node_of(leaf.step).output_path, leaf.sub)
+            if isinstance(leaf, ThisOutputPath):
+                return join_path(node.output_path, leaf.sub)
+            if isinstance(leaf, (VersionedValue, UnversionedValue)):
+                return map_leaves(leaf.value, resolve)
+            return leaf
+
+        return map_leaves(node.step.config, resolve)
+
+
+def dependencies_of(step: ExecutorStep) -> list[ExecutorStep]:
+    deps: dict[int, ExecutorStep] = {}
+    for leaf in iter_leaves(step.config):
+        if isinstance(leaf, ExecutorStep):
+            deps.setdefault(id(leaf), leaf)
+        elif isinstance(leaf, OutputPathOf):
+            deps.setdefault(id(leaf.step), leaf.step)
+    return list(deps.values())
+
+
+def _check_steps(steps: Sequence[ExecutorStep]) -> None:
+    for i, step in enumerate(steps):
+        if not isinstance(step, ExecutorStep):
+            raise TypeError(f"steps[{i}] is a {type(step).__name__}, not an ExecutorStep")
+
+
+def _topological_order(roots: Sequence[ExecutorStep]) -> list[ExecutorStep]:
+    """Dependencies first; iterative, so a 100,000-step chain does not hit recursion limits."""
+    done: set[int] = set()
+    on_path: dict[int, ExecutorStep] = {}
+    order: list[ExecutorStep] = []
+    deps_cache: dict[int, list[ExecutorStep]] = {}
+    for root in roots:
+        if id(root) in done:
+            continue
+        stack: list[tuple[ExecutorStep, int]] = [(root, 0)]
+        on_path[id(root)] = root
+        while stack:
+            step, index = stack[-1]
+            deps = deps_cache.get(id(step))
+            if deps is None:
+                deps = deps_cache[id(step)] = dependencies_of(step)
+            if index < len(deps):
+                stack[-1] = (step, index + 1)
+                dep = deps[index]
+                if id(dep) in done:
+                    continue
+                if id(dep) in on_path:
+                    cycle = [s.name for s, _ in stack[[id(s) for s, _ in stack].index(id(dep)):]]
+                    raise StepGraphError(
+                        "the steps form a cycle: " + " -> ".join([*cycle, dep.name])
+                        + "; a step cannot depend on its own output"
+                    )
+                on_path[id(dep)] = dep
+                stack.append((dep, 0))
+            else:
+                stack.pop()
+                del on_path[id(step)]
+                done.add(id(step))
+                order.append(step)
+    return order
+
+
+def _make_node(step: ExecutorStep, node_by_step: dict[int, StepNode], prefix: str) -> StepNode:
+    deps = [node_by_step[id(d)] for d in dependencies_of(step)]
+    config = canonicalize(step.config, lambda s: node_by_step[id(s)].key)
+    version = {"name": step.name, "config": config}
+    digest = version_hash(canonical_json(version))
+    output_path = join_path(prefix, f"{step.name}-{digest}")
+    return StepNode(step, digest, version, output_path, list(dict.fromkeys(deps)))
+
+
+def _name_clash_message(a: StepNode, b: StepNode) -> str:
+    changes = diff_versions(a.version["config"], b.version["config"])
+    detail = "; ".join(str(c) for c in changes[:5]) or "their dependencies differ"
+    return (
+        f"two different steps are both named {a.name!r} ({a.key} and {b.key}): {detail}. "
+        "Give each variant its own name (for example with a suffix describing the change)."
+    )

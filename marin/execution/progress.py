@@ -1,0 +1,136 @@
+"""Progress of a real run: a rich live view on a terminal, plain log lines elsewhere.
+
+    progress = progress_for(Console())    # LiveProgress on a TTY, LineProgress otherwise
+    executor.run(steps, progress=progress)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Protocol
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from marin.execution.planning import Plan, PlanEntry
+    from marin.execution.worker import StepOutcome
+
+
+class Progress(Protocol):
+    def run_started(self, plan: Plan, pending: int) -> None: ...
+    def step_started(self, entry: PlanEntry) -> None: ...
+    def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None: ...
+    def step_blocked(self, entry: PlanEntry, reason: str) -> None: ...
+    def run_finished(self) -> None: ...
+
+
+class SilentProgress:
+    def run_started(self, plan: Plan, pending: int) -> None: ...
+    def step_started(self, entry: PlanEntry) -> None: ...
+    def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None: ...
+    def step_blocked(self, entry: PlanEntry, reason: str) -> None: ...
+    def run_finished(self) -> None: ...
+
+
+_SYMBOL = {"succeeded": "done", "reused": "reused", "failed": "FAILED",
+           "lost_lease": "LOST LEASE", "cancelled": "cancelled"}
+
+
+class LineProgress:
+    """One line per event, for logs and pipes."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self._start = time.monotonic()
+
+    def _line(self, text: str) -> None:
+        elapsed = time.monotonic() - self._start
+        self.console.print(f"[{elapsed:7.1f}s] {text}", markup=False, highlight=False,
+                           soft_wrap=True)
+
+    def run_started(self, plan: Plan, pending: int) -> None:
+        totals = plan.totals()
+        self._line(f"{pending} steps to run, {totals['skip']} skipped, "
+                   f"{totals['wait']} running elsewhere")
+
+    def step_started(self, entry: PlanEntry) -> None:
+        self._line(f"start   {entry.node.key}  ({entry.reason})")
+
+    def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
+        detail = f": {outcome.error}" if outcome.error else ""
+        self._line(f"{_SYMBOL[outcome.state]:<7} {entry.node.key} in {outcome.seconds:.1f}s"
+                   f"{detail}")
+
+    def step_blocked(self, entry: PlanEntry, reason: str) -> None:
+        self._line(f"blocked {entry.node.key}: {reason}")
+
+    def run_finished(self) -> None:
+        self._line("finished")
+
+
+class LiveProgress:
+    """A live table: counts of done, running, pending and failed steps, and what runs now."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self._live: Live | None = None
+        self._start = time.monotonic()
+        self._pending = 0
+        self._done = 0
+        self._failed = 0
+        self._running: dict[str, float] = {}
+
+    def run_started(self, plan: Plan, pending: int) -> None:
+        self._pending = pending
+        self._live = Live(self._render(), console=self.console, refresh_per_second=4,
+                          transient=False)
+        self._live.start()
+
+    def step_started(self, entry: PlanEntry) -> None:
+        self._running[entry.node.key] = time.monotonic()
+        self._refresh()
+
+    def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
+        self._running.pop(entry.node.key, None)
+        if outcome.state in ("succeeded", "reused"):
+            self._done += 1
+        else:
+            self._failed += 1
+            self.console.print(f"[red]{_SYMBOL[outcome.state]}[/] {entry.node.key}: "
+                               f"{outcome.error or ''}")
+        self._refresh()
+
+    def step_blocked(self, entry: PlanEntry, reason: str) -> None:
+        self._failed += 1
+        self._refresh()
+
+    def run_finished(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.stop()
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def _render(self) -> Group:
+        now = time.monotonic()
+        remaining = self._pending - self._done - self._failed - len(self._running)
+        header = Text.assemble(
+            ("done ", "bold"), (str(self._done), "green"), "   ",
+            ("running ", "bold"), (str(len(self._running)), "cyan"), "   ",
+            ("pending ", "bold"), str(max(0, remaining)), "   ",
+            ("failed ", "bold"), (str(self._failed), "red" if self._failed else ""), "   ",
+            ("elapsed ", "bold"), f"{now - self._start:.0f}s",
+        )
+        table = Table(show_header=False, box=None, pad_edge=False)
+        for key, since in list(self._running.items())[:12]:
+            table.add_row(Text("running", style="cyan"), key, f"{now - since:.0f}s")
+        return Group(header, table)
+
+
+def progress_for(console: Console) -> Progress:
+    return LiveProgress(console) if console.is_terminal else LineProgress(console)

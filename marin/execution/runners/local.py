@@ -1,0 +1,61 @@
+"""Run steps in threads of this process, at most ``max_concurrent`` at a time.
+
+    runner = LocalRunner(max_concurrent=2)
+
+The threads are daemons: after Ctrl-C the executor marks in-flight steps CANCELLED and
+releases their leases, and the process exits without waiting for step functions that
+cannot be interrupted.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+
+from marin.execution.step import StepResources
+from marin.execution.worker import ActiveSteps, StepJob, StepOutcome, execute_step
+
+
+class LocalRunner:
+    name = "local"
+
+    def __init__(self, max_concurrent: int = 1):
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
+        self.max_concurrent = max_concurrent
+        self._queue: queue.SimpleQueue[tuple[StepJob, Future] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._active = ActiveSteps()
+
+    def submit(self, job: StepJob, resources: StepResources) -> Future[StepOutcome]:
+        future: Future[StepOutcome] = Future()
+        self._queue.put((job, future))
+        with self._lock:
+            if len(self._threads) < self.max_concurrent:
+                thread = threading.Thread(target=self._work, daemon=True,
+                                          name=f"marin-step-{len(self._threads)}")
+                self._threads.append(thread)
+                thread.start()
+        return future
+
+    def cancel_running(self, reason: str) -> list[str]:
+        return self._active.cancel_all(reason)
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            job, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(execute_step(job, self._active))
+            except BaseException as e:  # storage errors etc.: surface through the future
+                future.set_exception(e)

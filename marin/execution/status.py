@@ -1,0 +1,172 @@
+"""What is stored next to each step's output: ``.executor_status`` and ``.executor_info``.
+
+    record = StatusRecord(StepStatus.SUCCESS, run_id="r1", code_fingerprint="ab12...")
+    storage.write(status_path(output), record.encode())
+    StatusRecord.decode(storage.read(status_path(output)).data).status  # StepStatus.SUCCESS
+
+A status or info file that cannot be parsed is reported and treated as absent: the step
+runs again, and its output is never deleted.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import getpass
+import hashlib
+import inspect
+import json
+import os
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from marin.execution.step import join_path
+
+STATUS_FILE = ".executor_status"
+INFO_FILE = ".executor_info"
+LEASE_FILE = ".executor_lease"
+
+
+class StepStatus(enum.StrEnum):
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+class CorruptRecordError(ValueError):
+    """A stored status or info file could not be parsed."""
+
+
+@dataclass(frozen=True)
+class StatusRecord:
+    status: StepStatus
+    run_id: str = ""
+    time: float = 0.0
+    code_fingerprint: str = ""
+    error: str | None = None
+    traceback: str | None = None
+    host: str = ""
+    pid: int = 0
+
+    def encode(self) -> bytes:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return json.dumps(data, indent=1).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> StatusRecord:
+        try:
+            data = json.loads(raw)
+            return cls(
+                status=StepStatus(data["status"]),
+                run_id=str(data.get("run_id", "")),
+                time=float(data.get("time", 0.0)),
+                code_fingerprint=str(data.get("code_fingerprint", "")),
+                error=data.get("error"),
+                traceback=data.get("traceback"),
+                host=str(data.get("host", "")),
+                pid=int(data.get("pid", 0)),
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptRecordError(f"not a valid status record ({e})") from e
+
+    @classmethod
+    def now(cls, status: StepStatus, run_id: str, code_fingerprint: str,
+            error: str | None = None, traceback: str | None = None) -> StatusRecord:
+        return cls(status, run_id, time.time(), code_fingerprint, error, traceback,
+                   socket.gethostname(), os.getpid())
+
+
+def status_path(output_path: str) -> str:
+    return join_path(output_path, STATUS_FILE)
+
+
+def info_path(output_path: str) -> str:
+    return join_path(output_path, INFO_FILE)
+
+
+def lease_path(output_path: str) -> str:
+    return join_path(output_path, LEASE_FILE)
+
+
+def encode_info(info: dict[str, Any]) -> bytes:
+    return json.dumps(info, indent=1, sort_keys=True, default=_json_default).encode()
+
+
+def decode_info(raw: bytes) -> dict[str, Any]:
+    try:
+        info = json.loads(raw)
+    except ValueError as e:
+        raise CorruptRecordError(f"not valid JSON ({e})") from e
+    if not isinstance(info, dict) or "version" not in info:
+        raise CorruptRecordError("not an executor info record (no 'version')")
+    return info
+
+
+def _json_default(value: Any) -> Any:
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return repr(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fingerprint_of(module: str, qualname: str, source: str) -> str:
+    return hashlib.sha256(f"{module}:{qualname}\n{source}".encode()).hexdigest()[:16]
+
+
+def code_fingerprint(fn: Any) -> str:
+    """A hash of the step function's source (its bytecode where the source is missing)."""
+    target = inspect.unwrap(fn)
+    module = getattr(target, "__module__", "") or ""
+    qualname = getattr(target, "__qualname__", type(target).__qualname__)
+    try:
+        source = _source_of(target)
+    except (OSError, TypeError):
+        code = getattr(target, "__code__", None)
+        source = code.co_code.hex() if code is not None else ""
+    return _fingerprint_of(module, qualname, source)
+
+
+_SOURCE_CACHE: dict[Any, str] = {}
+
+
+def _source_of(target: Any) -> str:
+    key = getattr(target, "__code__", target)
+    try:
+        return _SOURCE_CACHE[key]
+    except (KeyError, TypeError):
+        source = inspect.getsource(target)
+        try:
+            _SOURCE_CACHE[key] = source
+        except TypeError:
+            pass
+        return source
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())

@@ -1,0 +1,189 @@
+"""Steps and the placeholders that connect them.
+
+    tokenize = ExecutorStep("tokenized/shakespeare", tokenize_fn,
+                            TokenizeConfig(input="data/shakespeare.txt",
+                                           cache_path=this_output_path()))
+    train = ExecutorStep("train/tiny", train_fn,
+                         TrainConfig(data=output_path_of(tokenize, "train"),
+                                     learning_rate=3e-3,
+                                     log_every=unversioned(10)))
+
+A step's config is any tree of dataclasses, lists, tuples and dicts. Placeholders inside it
+are replaced by concrete paths just before ``fn(config)`` runs:
+
+* ``output_path_of(step, sub)`` (or the bare step) becomes ``<that step's output>/<sub>``
+  and makes ``step`` a dependency;
+* ``this_output_path(sub)`` becomes this step's own output path;
+* ``versioned(value, version=...)`` hashes ``version`` in place of ``value`` (the way to
+  give a callable or other opaque value an identity);
+* ``unversioned(value)`` passes ``value`` through but leaves it out of the hash, as does a
+  dataclass field declared with ``unversioned_field(...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+ConfigT = TypeVar("ConfigT")
+T = TypeVar("T")
+
+UNVERSIONED_METADATA_KEY = "marin.unversioned"
+
+
+@dataclass(frozen=True)
+class StepResources:
+    """What one run of a step needs; runners that schedule (Ray) honour it.
+
+    Attributes:
+        cpus: CPU cores.
+        gpus: GPUs.
+        tpu: TPU type (for example ``"v5e-8"``), or None.
+        memory_gb: host memory in GiB, or None for the runner's default.
+    """
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+    tpu: str | None = None
+    memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class ComputeEstimate:
+    """A step's declared cost, summed by the dry run.
+
+    Attributes:
+        flops: floating-point operations the step performs.
+        device_hours: accelerator hours on the hardware it was planned for.
+    """
+
+    flops: float = 0.0
+    device_hours: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class ExecutorStep(Generic[ConfigT]):
+    """One unit of work: ``fn(config)`` with every placeholder in ``config`` resolved.
+
+    Attributes:
+        name: the step's name; its output lives at ``<prefix>/<name>-<hash>``. Slashes group
+            outputs into folders (``"tokenized/shakespeare"``).
+        fn: the function that does the work. It receives the resolved config and writes its
+            results under the config's ``this_output_path()``.
+        config: the step's configuration (usually a frozen dataclass).
+        description: a line for the dry run and the info file.
+        resources: what the runner must reserve for the step.
+        estimate: the step's declared compute, totalled by the dry run.
+    """
+
+    name: str
+    fn: Callable[[ConfigT], Any]
+    config: ConfigT
+    description: str | None = None
+    resources: StepResources = field(default_factory=StepResources)
+    estimate: ComputeEstimate | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip("/"):
+            raise ValueError(f"ExecutorStep name must be a non-empty string, got {self.name!r}")
+        if self.name != self.name.strip("/") or "//" in self.name or ".." in self.name.split("/"):
+            raise ValueError(
+                f"ExecutorStep name {self.name!r} must be a relative path without '..', "
+                "empty parts or leading/trailing slashes"
+            )
+        if not callable(self.fn):
+            raise TypeError(f"ExecutorStep {self.name!r}: fn must be callable, got {self.fn!r}")
+
+    def with_config(self, config: ConfigT) -> ExecutorStep[ConfigT]:
+        return dataclasses.replace(self, config=config)
+
+    def __repr__(self) -> str:
+        return f"ExecutorStep(name={self.name!r}, fn={getattr(self.fn, '__qualname__', self.fn)})"
+
+
+@dataclass(frozen=True)
+class OutputPathOf:
+    """Placeholder for the output path of another step (plus an optional sub-path)."""
+
+    step: ExecutorStep
+    sub: str = ""
+
+    def __truediv__(self, sub: str) -> OutputPathOf:
+        return OutputPathOf(self.step, _join(self.sub, sub))
+
+
+@dataclass(frozen=True)
+class ThisOutputPath:
+    """Placeholder for the output path of the step whose config holds it."""
+
+    sub: str = ""
+
+
+@dataclass(frozen=True)
+class VersionedValue(Generic[T]):
+    """A value whose hash identity is ``version`` (or the value itself when None)."""
+
+    value: T
+    version: Any = None
+
+
+@dataclass(frozen=True)
+class UnversionedValue(Generic[T]):
+    """A value passed to the step but left out of its hash."""
+
+    value: T
+
+
+def output_path_of(step: ExecutorStep, sub: str = "") -> Any:
+    """The output path of ``step`` (joined with ``sub``); makes ``step`` a dependency."""
+    if not isinstance(step, ExecutorStep):
+        raise TypeError(f"output_path_of expects an ExecutorStep, got {type(step).__name__}")
+    return OutputPathOf(step, sub)
+
+
+def this_output_path(sub: str = "") -> Any:
+    """The output path of the step being configured (joined with ``sub``)."""
+    return ThisOutputPath(sub)
+
+
+def versioned(value: T, version: Any = None) -> T:
+    """Mark ``value`` as part of the step's identity.
+
+    With ``version`` given, the hash uses ``version`` instead of ``value``: this is how a
+    callable or another value with no canonical form gets a stable identity. A versioned
+    value inside an ``unversioned_field`` is hashed all the same.
+    """
+    return VersionedValue(value, version)  # type: ignore[return-value]
+
+
+def unversioned(value: T) -> T:
+    """Pass ``value`` to the step but leave it out of the step's hash (logging cadence,
+    number of workers, anything that does not change the result)."""
+    return UnversionedValue(value)  # type: ignore[return-value]
+
+
+def unversioned_field(**kwargs: Any) -> Any:
+    """A dataclass ``field(...)`` whose value does not affect the step's result and is left
+    out of the hash, e.g. ``num_workers: int = unversioned_field(default=4)``."""
+    metadata = dict(kwargs.pop("metadata", None) or {})
+    metadata[UNVERSIONED_METADATA_KEY] = True
+    return field(metadata=metadata, **kwargs)
+
+
+def is_unversioned_field(f: dataclasses.Field) -> bool:
+    return bool(f.metadata.get(UNVERSIONED_METADATA_KEY, False))
+
+
+def _join(base: str, sub: str) -> str:
+    if not sub:
+        return base
+    if not base:
+        return sub.strip("/")
+    return f"{base.rstrip('/')}/{sub.strip('/')}"
+
+
+def join_path(base: str, sub: str) -> str:
+    """Join a storage path or URL with a relative sub-path."""
+    return _join(base, sub) if sub else base

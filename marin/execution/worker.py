@@ -1,0 +1,179 @@
+"""Running one step under its lease: the part of the executor that a runner ships to a
+thread, a process or a Ray worker.
+
+    outcome = execute_step(job)     # StepOutcome(state="succeeded", seconds=12.3)
+
+The protocol, the same for every runner and every storage backend:
+
+1. while the status is not SUCCESS, try to take the lease (free or stale); if another
+   executor holds it, wait and poll;
+2. with the lease, read the status again (another executor may have just finished), write
+   ``.executor_info`` and RUNNING, start the heartbeat;
+3. run ``fn(config)``; on an exception write FAILED with the traceback;
+4. renew the lease once more: only a holder that still owns it writes SUCCESS;
+5. release the lease.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from marin.execution.lease import Lease
+from marin.execution.status import (
+    StatusRecord,
+    StepStatus,
+    encode_info,
+    info_path,
+    lease_path,
+    status_path,
+)
+from marin.storage import Storage, get_storage
+
+OutcomeState = Literal["succeeded", "reused", "failed", "lost_lease", "cancelled"]
+
+
+@dataclass(frozen=True)
+class StepJob:
+    """Everything a worker needs to run one step; picklable when ``fn`` and config are."""
+
+    key: str
+    name: str
+    output_path: str
+    fn: Callable[[Any], Any]
+    config: Any
+    info: dict[str, Any]
+    code_fingerprint: str
+    run_id: str
+    lease_ttl: float
+    poll_interval: float
+    planned_status_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    key: str
+    state: OutcomeState
+    seconds: float = 0.0
+    error: str | None = None
+    traceback: str | None = None
+
+
+@dataclass
+class _Active:
+    job: StepJob
+    lease: Lease
+    storage: Storage
+
+
+@dataclass
+class ActiveSteps:
+    """The steps this process is running, so an interrupt can release their leases."""
+
+    _steps: dict[str, _Active] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def add(self, active: _Active) -> None:
+        with self._lock:
+            self._steps[active.job.key] = active
+
+    def remove(self, key: str) -> None:
+        with self._lock:
+            self._steps.pop(key, None)
+
+    def cancel_all(self, reason: str) -> list[str]:
+        """Mark every running step CANCELLED and release its lease; returns their keys."""
+        self.cancelled.set()
+        with self._lock:
+            active = list(self._steps.values())
+        for item in active:
+            if item.lease.held:
+                _write_status(item, StepStatus.CANCELLED, error=reason)
+            item.lease.release()
+        return [a.job.key for a in active]
+
+
+def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome:
+    active = active if active is not None else ActiveSteps()
+    storage = get_storage(job.output_path)
+    lease = Lease(storage, lease_path(job.output_path), job.run_id, job.lease_ttl)
+    started = time.monotonic()
+    waiting = _acquire_or_finish(job, storage, lease, active)
+    if waiting is not None:
+        return waiting
+    item = _Active(job, lease, storage)
+    active.add(item)
+    try:
+        done = _finished_elsewhere(job, storage)
+        if done is not None:
+            return done
+        storage.write(info_path(job.output_path), encode_info(job.info))
+        _write_status(item, StepStatus.RUNNING)
+        lease.start_heartbeat()
+        try:
+            job.fn(job.config)
+        except BaseException as e:  # the step's own failure, whatever its type
+            tb = traceback.format_exc()
+            if lease.held:
+                _write_status(item, StepStatus.FAILED, error=_one_line(e), tb=tb)
+            return StepOutcome(job.key, "failed", time.monotonic() - started, _one_line(e), tb)
+        if active.cancelled.is_set():
+            return StepOutcome(job.key, "cancelled", time.monotonic() - started)
+        if not lease.renew():
+            return StepOutcome(job.key, "lost_lease", time.monotonic() - started,
+                               "the step's lease was taken over by another executor while "
+                               "it ran; its result was not marked SUCCESS")
+        _write_status(item, StepStatus.SUCCESS)
+        return StepOutcome(job.key, "succeeded", time.monotonic() - started)
+    finally:
+        lease.release()
+        active.remove(job.key)
+
+
+def _acquire_or_finish(job: StepJob, storage: Storage, lease: Lease,
+                       active: ActiveSteps) -> StepOutcome | None:
+    """Take the lease (None), or the outcome when another executor settles the step first."""
+    started = time.monotonic()
+    while True:
+        if active.cancelled.is_set():
+            return StepOutcome(job.key, "cancelled")
+        done = _finished_elsewhere(job, storage)
+        if done is not None:
+            return done
+        if lease.try_acquire():
+            return None
+        time.sleep(min(job.poll_interval, max(0.05, time.monotonic() - started)))
+
+
+def _finished_elsewhere(job: StepJob, storage: Storage) -> StepOutcome | None:
+    blob = storage.read(status_path(job.output_path))
+    if blob is None:
+        return None
+    try:
+        record = StatusRecord.decode(blob.data)
+    except ValueError:
+        return None
+    if record.status is StepStatus.SUCCESS:
+        return StepOutcome(job.key, "reused")
+    if (record.status is StepStatus.FAILED and record.run_id != job.run_id
+            and record.run_id != job.planned_status_run_id):
+        return StepOutcome(job.key, "failed", 0.0,
+                           f"failed in another executor ({record.run_id} on {record.host}): "
+                           f"{record.error}", record.traceback)
+    return None
+
+
+def _write_status(item: _Active, status: StepStatus, error: str | None = None,
+                  tb: str | None = None) -> None:
+    record = StatusRecord.now(status, item.job.run_id, item.job.code_fingerprint, error, tb)
+    item.storage.write(status_path(item.job.output_path), record.encode())
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__

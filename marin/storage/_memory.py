@@ -1,0 +1,76 @@
+"""In-process storage for tests and benchmarks: ``memory://name/path``."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from marin.storage.base import Blob, Storage
+
+_STORE: dict[str, tuple[bytes, int]] = {}
+_LOCK = threading.Lock()
+_GENERATIONS = itertools.count(1)
+
+
+class MemoryStorage(Storage):
+    scheme = "memory"
+
+    def read(self, path: str) -> Blob | None:
+        with _LOCK:
+            item = _STORE.get(_key(path))
+        return None if item is None else Blob(path, item[0], item[1])
+
+    def read_many(self, paths):
+        return [self.read(p) for p in paths]
+
+    def write(self, path: str, data: bytes) -> None:
+        with _LOCK:
+            _STORE[_key(path)] = (bytes(data), next(_GENERATIONS))
+
+    def create_if_absent(self, path: str, data: bytes) -> int | None:
+        with _LOCK:
+            if _key(path) in _STORE:
+                return None
+            generation = next(_GENERATIONS)
+            _STORE[_key(path)] = (bytes(data), generation)
+            return generation
+
+    def compare_and_swap(self, path: str, token: int, data: bytes) -> int | None:
+        with _LOCK:
+            item = _STORE.get(_key(path))
+            if item is None or item[1] != token:
+                return None
+            generation = next(_GENERATIONS)
+            _STORE[_key(path)] = (bytes(data), generation)
+            return generation
+
+    def delete_if_unchanged(self, path: str, token: int) -> bool:
+        with _LOCK:
+            item = _STORE.get(_key(path))
+            if item is None or item[1] != token:
+                return False
+            del _STORE[_key(path)]
+            return True
+
+    def list_dir(self, path: str) -> list[str]:
+        folder = _key(path).rstrip("/") + "/"
+        with _LOCK:
+            keys = list(_STORE)
+        return sorted({k[len(folder):].split("/", 1)[0] for k in keys if k.startswith(folder)})
+
+    def exists(self, path: str) -> bool:
+        key = _key(path)
+        with _LOCK:
+            return key in _STORE or any(k.startswith(key.rstrip("/") + "/") for k in _STORE)
+
+    def check_writable(self, path: str) -> None:
+        return None
+
+    @staticmethod
+    def clear() -> None:
+        with _LOCK:
+            _STORE.clear()
+
+
+def _key(path: str) -> str:
+    return path[len("memory://"):] if path.startswith("memory://") else path

@@ -1,0 +1,80 @@
+"""The storage interface the executor needs: atomic writes, leases, batched reads.
+
+    storage = get_storage("file:///tmp/marin")
+    token = storage.create_if_absent("/tmp/marin/step/.executor_lease", b"me")
+    if token is not None:                       # this call created it
+        token = storage.compare_and_swap("/tmp/marin/step/.executor_lease", token, b"renewed")
+
+Every backend implements the same few operations with the same guarantees:
+``create_if_absent`` and ``compare_and_swap`` are atomic across processes and machines
+(exclusive create on disk, generation preconditions on GCS, conditional puts on S3), and
+``read_many`` does not cost one sequential round trip per path.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+
+class StorageError(OSError):
+    """A storage operation failed; the message names the URL."""
+
+
+@dataclass(frozen=True)
+class Blob:
+    """The contents of one object and the token that ``compare_and_swap`` checks."""
+
+    path: str
+    data: bytes
+    token: Any
+
+
+class Storage(abc.ABC):
+    """One storage backend (a URL scheme)."""
+
+    #: How many reads ``read_many`` keeps in flight.
+    read_concurrency: int = 32
+
+    @abc.abstractmethod
+    def read(self, path: str) -> Blob | None:
+        """The object at ``path``, or None when there is none."""
+
+    def read_many(self, paths: Sequence[str]) -> list[Blob | None]:
+        """``read`` for many paths, concurrently; results in the order of ``paths``."""
+        if len(paths) <= 1:
+            return [self.read(p) for p in paths]
+        with ThreadPoolExecutor(min(self.read_concurrency, len(paths))) as pool:
+            return list(pool.map(self.read, paths))
+
+    @abc.abstractmethod
+    def write(self, path: str, data: bytes) -> None:
+        """Replace the object at ``path`` atomically: readers see the old or the new data."""
+
+    @abc.abstractmethod
+    def create_if_absent(self, path: str, data: bytes) -> Any | None:
+        """Create ``path`` with ``data`` unless it exists: the new object's token, or None
+        when the object already existed."""
+
+    @abc.abstractmethod
+    def compare_and_swap(self, path: str, token: Any, data: bytes) -> Any | None:
+        """Replace ``path`` only if it still holds the version ``token`` came from: the new
+        token, or None when the object changed or vanished in between."""
+
+    @abc.abstractmethod
+    def delete_if_unchanged(self, path: str, token: Any) -> bool:
+        """Delete ``path`` only if it still holds the version ``token`` came from."""
+
+    @abc.abstractmethod
+    def list_dir(self, path: str) -> list[str]:
+        """Names directly under ``path`` (empty when it does not exist)."""
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abc.abstractmethod
+    def check_writable(self, path: str) -> None:
+        """Raise StorageError naming ``path`` when objects cannot be written under it."""

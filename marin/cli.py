@@ -63,18 +63,18 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         found = find_experiments()
         listing = "\n".join(f"  {p}" for p in found) or "  (none under ./experiments)"
         err.print("marin executor needs an EXPERIMENT (a file or module). Experiments "
-                  f"found:\n{listing}", highlight=False)
+                  f"found:\n{listing}", highlight=False, soft_wrap=True)
         return 2
     try:
         steps = steps_of(load_experiment(args.experiment))
         overrides, rest = split_override_args(extra, [s.name for s in
                                                       _topological_order(steps)])
     except (ExperimentError, OverrideError) as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
     if rest:
         err.print(f"[bold red]error:[/] unrecognized arguments: {' '.join(rest)} (overrides "
-                  "look like --STEP_NAME.field value)", highlight=False)
+                  "look like --STEP_NAME.field value)", highlight=False, soft_wrap=True)
         return 2
     options = ExecutorMainConfig(prefix=args.prefix, dry_run=args.dry_run,
                                  run_only=args.run_only, force_run_failed=not args.no_retry_failed,

@@ -110,7 +110,7 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
         result = executor.run(steps, options.run_only, options.force_run_failed, progress)
     except (UnhashableConfigError, StepGraphError, OverrideError, StorageError,
             ValueError) as e:
-        out.print(f"[bold red]error:[/] {e}", highlight=False)
+        Console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
     if options.json:
         print(json.dumps({"plan": result.plan.to_json(), "result": result.to_json()},
@@ -131,5 +131,5 @@ def _configure_logging(console: Console) -> None:
 
 
 def _fail_usage(message: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False)
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     sys.exit(2)

@@ -57,10 +57,11 @@ class StepNode:
 
 class StepGraph:
     def __init__(self, nodes: list[StepNode], node_by_step: dict[int, StepNode],
-                 roots: list[StepNode]):
+                 roots: list[StepNode], steps: list[ExecutorStep]):
         self.nodes = nodes
         self.roots = roots
         self._node_by_step = node_by_step
+        self._steps = steps  # keeps every step alive, so the id() keys stay unique
 
     @classmethod
     def build(cls, steps: Sequence[ExecutorStep], prefix: str) -> StepGraph:
@@ -84,10 +85,13 @@ class StepGraph:
             node_by_step[id(step)] = node
             nodes.append(node)
         roots = list(dict.fromkeys(node_by_step[id(s)] for s in steps))
-        return cls(nodes, node_by_step, roots)
+        return cls(nodes, node_by_step, roots, order)
 
     def node_of(self, step: ExecutorStep) -> StepNode:
-        return self._node_by_step[id(step)]
+        try:
+            return self._node_by_step[id(step)]
+        except KeyError:
+            raise KeyError(f"step {step.name!r} is not part of this graph") from None
 
     def dependents(self) -> dict[StepNode, list[StepNode]]:
         out: dict[StepNode, list[StepNode]] = {n: [] for n in self.nodes}

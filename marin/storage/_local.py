@@ -117,7 +117,7 @@ def _write_new(path: str, data: bytes) -> None:
 
 
 def _unlink_quietly(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         os.unlink(path)
 
 

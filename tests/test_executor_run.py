@@ -1,0 +1,196 @@
+"""Real runs with the local runner: skipping, failures, retries, concurrency bounds."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from marin.execution import (
+    Executor,
+    ExecutorStep,
+    StepStatus,
+    output_path_of,
+    this_output_path,
+    unversioned,
+)
+from marin.execution.lease import Lease
+from marin.execution.status import StatusRecord, lease_path, status_path
+from marin.storage import StorageError, get_storage
+
+CALLS: list[str] = []
+
+
+@dataclass(frozen=True)
+class Cfg:
+    label: str
+    output_path: str
+    inputs: tuple[str, ...] = ()
+    fail: bool = False
+
+
+def work(cfg: Cfg) -> None:
+    CALLS.append(cfg.label)
+    for path in cfg.inputs:  # dependencies finished before this step started
+        assert Path(path).read_text() == Path(path).parent.name.rsplit("-", 1)[0]
+    if cfg.fail:
+        raise RuntimeError(f"step {cfg.label} broke on purpose")
+    Path(cfg.output_path).mkdir(parents=True, exist_ok=True)
+    (Path(cfg.output_path) / "out.txt").write_text(cfg.label)
+
+
+def step(label: str, *deps: ExecutorStep, fail: bool = False) -> ExecutorStep:
+    return ExecutorStep(label, work, Cfg(label, this_output_path(),
+                                         tuple(output_path_of(d, "out.txt") for d in deps),
+                                         unversioned(fail)))
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls():
+    CALLS.clear()
+
+
+def _status(node_path: str) -> StatusRecord:
+    return StatusRecord.decode(Path(status_path(node_path)).read_bytes())
+
+
+def test_runs_in_dependency_order_then_skips_everything(tmp_path: Path):
+    a = step("a")
+    b = step("b", a)
+    c = step("c", a, b)
+    ex = Executor(str(tmp_path), max_concurrent=2)
+    result = ex.run([c])
+    assert result.ok, result.summary()
+    assert CALLS == ["a", "b", "c"]
+    for entry in result.plan.entries:
+        assert _status(entry.output_path).status is StepStatus.SUCCESS
+        info = json.loads(Path(entry.output_path, ".executor_info").read_text())
+        assert info["version"] == entry.node.version
+        assert info["config"]["output_path"] == entry.output_path
+        assert info["code_fingerprint"] and info["user"] and info["created"] > 0
+    CALLS.clear()
+    again = ex.run([c])
+    assert again.ok and CALLS == []
+    assert again.by_state() == {"skipped": 3}
+
+
+def test_a_failure_records_its_traceback_blocks_dependents_and_spares_other_branches(
+        tmp_path: Path):
+    root = step("root")
+    bad = step("bad", root, fail=True)
+    after_bad = step("after_bad", bad)
+    good = step("good", root)
+    ex = Executor(str(tmp_path), max_concurrent=1)
+    result = ex.run([after_bad, good])
+    states = {s.name: s.state for s in result.steps}
+    assert states == {"root": "succeeded", "bad": "failed", "after_bad": "blocked",
+                      "good": "succeeded"}
+    assert not result.ok
+    assert "after_bad" not in CALLS
+    bad_path = result.plan.entry_of(result.plan.graph.node_of(bad)).output_path
+    record = _status(bad_path)
+    assert record.status is StepStatus.FAILED
+    assert "RuntimeError: step bad broke on purpose" in record.error
+    assert "Traceback" in record.traceback and "work" in record.traceback
+    summary = result.summary()
+    assert "FAILED: bad-" in summary and "BLOCKED: after_bad-" in summary
+
+
+def test_the_next_run_retries_failed_steps_unless_told_not_to(tmp_path: Path):
+    bad = step("flaky", fail=True)
+    ex = Executor(str(tmp_path))
+    assert not ex.run([bad]).ok
+    refused = ex.run([bad], force_run_failed=False)
+    assert refused.by_state() == {"failed": 1} and CALLS == ["flaky"]
+    assert "--force_run_failed is false" in refused.steps[0].error
+    fixed = step("flaky", fail=False)  # same version: `fail` is unversioned
+    retried = ex.run([fixed])
+    assert retried.ok and CALLS == ["flaky", "flaky"]
+
+
+def test_max_concurrent_bounds_the_steps_running_at_once(tmp_path: Path):
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def slow(cfg: dict) -> None:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.1)
+        with lock:
+            running -= 1
+
+    steps = [ExecutorStep(f"fan/{i}", slow, {"i": i}) for i in range(8)]
+    assert Executor(str(tmp_path), max_concurrent=3).run(steps).ok
+    assert peak == 3
+
+
+def test_a_corrupt_status_is_rerun_with_a_warning_and_the_output_is_kept(tmp_path: Path,
+                                                                          caplog):
+    a = step("a")
+    ex = Executor(str(tmp_path))
+    entry = ex.run([a]).plan.entries[0]
+    Path(status_path(entry.output_path)).write_text("{garbage")
+    Path(entry.output_path, ".executor_info").write_text("not json either")
+    plan = ex.plan([a])
+    assert plan.entries[0].action == "run"
+    assert "unreadable" in plan.entries[0].warnings[0]
+    assert Path(entry.output_path, "out.txt").read_text() == "a"  # never deleted
+    assert ex.run([a]).ok
+    assert _status(entry.output_path).status is StepStatus.SUCCESS
+
+
+def test_an_unwritable_prefix_fails_before_any_step_runs(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StorageError, match="not writable"):
+        Executor(str(blocker / "prefix")).run([step("a")])
+    assert CALLS == []
+
+
+def test_a_step_whose_lease_was_taken_over_never_writes_success(tmp_path: Path):
+    storage = get_storage(str(tmp_path))
+    ex = Executor(str(tmp_path), lease_ttl=30)
+    victim = ExecutorStep("victim", lambda cfg: _steal_lease(cfg["out"]),
+                          {"out": this_output_path()})
+    result = ex.run([victim])
+    assert result.steps[0].state == "lost_lease"
+    assert not result.ok
+    record = _status(result.plan.entries[0].output_path)
+    assert record.status is StepStatus.RUNNING  # the thief owns the step now
+    assert storage.read(lease_path(result.plan.entries[0].output_path)) is not None
+
+
+def _steal_lease(output_path: str) -> None:
+    path = lease_path(output_path)
+    storage = get_storage(path)
+    blob = storage.read(path)
+    thief = Lease(storage, path, "thief", 30)
+    assert storage.compare_and_swap(path, blob.token, thief._record()) is not None
+
+
+def test_steps_declared_waiting_reuse_the_other_executors_result(tmp_path: Path):
+    a = step("a")
+    ex = Executor(str(tmp_path), lease_ttl=30, poll_interval=0.05)
+    out = ex.plan([a]).entries[0].output_path
+    other = Lease(get_storage(out), lease_path(out), "other", 30)
+    assert other.try_acquire()
+    get_storage(out).write(status_path(out), StatusRecord.now(StepStatus.RUNNING, "other",
+                                                               "").encode())
+    assert ex.plan([a]).entries[0].action == "wait"
+
+    def finish_elsewhere() -> None:
+        time.sleep(0.3)
+        get_storage(out).write(status_path(out), StatusRecord.now(StepStatus.SUCCESS, "other",
+                                                                   "").encode())
+        other.release()
+
+    threading.Thread(target=finish_elsewhere).start()
+    result = ex.run([a])
+    assert result.steps[0].state == "reused" and CALLS == []

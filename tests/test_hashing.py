@@ -1,0 +1,190 @@
+"""Step identity: canonical forms, what enters the hash, refusals, golden values."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from marin.execution import (
+    ExecutorStep,
+    StepGraph,
+    UnhashableConfigError,
+    output_path_of,
+    this_output_path,
+    unversioned,
+    unversioned_field,
+    versioned,
+)
+
+
+def noop(config):
+    return None
+
+
+class Optim(enum.Enum):
+    ADAMW = "adamw"
+    ADAMH = "adamh"
+
+
+@dataclass(frozen=True)
+class Model:
+    hidden_dim: int = 64
+    num_layers: int = 2
+    activation: str = "silu"
+
+
+@dataclass(frozen=True)
+class Train:
+    data: str
+    output_path: str
+    model: Model = field(default_factory=Model)
+    learning_rate: float = 3e-3
+    optimizer: Optim = Optim.ADAMW
+    tags: tuple[str, ...] = ("a", "b")
+    log_every: int = unversioned_field(default=10)
+
+
+def _graph(*steps: ExecutorStep, prefix: str = "/tmp/p") -> StepGraph:
+    return StepGraph.build(list(steps), prefix)
+
+
+def _pipeline(lr: float = 3e-3, log_every: int = 10) -> tuple[ExecutorStep, ExecutorStep]:
+    data = ExecutorStep("data/raw", noop, {"source": "pydoc", "out": this_output_path()})
+    train = ExecutorStep("train/tiny", noop, Train(data=output_path_of(data, "tokens"),
+                                                   output_path=this_output_path(),
+                                                   learning_rate=lr, log_every=log_every))
+    return data, train
+
+
+# Pinned identities. If one of these changes, every output in every bucket gets a new
+# path: only change them on purpose, with a note in the changelog.
+GOLDEN = {
+    "data/raw": "data/raw-db8efa8f",
+    "train/tiny": "train/tiny-d33344b7",
+}
+
+
+def test_golden_hashes_are_stable():
+    data, train = _pipeline()
+    graph = _graph(train)
+    assert graph.node_of(data).key == GOLDEN["data/raw"]
+    assert graph.node_of(train).key == GOLDEN["train/tiny"]
+
+
+def test_hashes_agree_across_processes_and_hash_seeds(tmp_path: Path):
+    script = (
+        "from tests.test_hashing import _pipeline, _graph\n"
+        "d, t = _pipeline()\n"
+        "print(_graph(t).node_of(t).key)\n"
+    )
+    keys = set()
+    for seed in ("0", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env=env, check=True, cwd=Path(__file__).parent.parent)
+        keys.add(out.stdout.strip())
+    assert keys == {GOLDEN["train/tiny"]}
+
+
+def test_prefix_never_enters_the_hash():
+    _, train = _pipeline()
+    a = _graph(train, prefix="gs://bucket-us-central1/x").node_of(train)
+    b = _graph(train, prefix="s3://other-region/y").node_of(train)
+    assert a.hash == b.hash
+    assert a.output_path == f"gs://bucket-us-central1/x/{a.key}"
+
+
+def test_every_config_value_is_hashed_unless_marked():
+    _, train = _pipeline()
+    base = _graph(train).node_of(train).hash
+    _, changed = _pipeline(lr=1e-3)
+    assert _graph(changed).node_of(changed).hash != base
+    _, relogged = _pipeline(log_every=99)
+    assert _graph(relogged).node_of(relogged).hash == base
+
+
+def test_unversioned_wrapper_is_left_out_but_passed_through():
+    a = ExecutorStep("s", noop, {"workers": unversioned(4), "x": 1})
+    b = ExecutorStep("s", noop, {"workers": unversioned(16), "x": 1})
+    ga, gb = _graph(a), _graph(b)
+    assert ga.node_of(a).hash == gb.node_of(b).hash
+    assert ga.resolve_config(ga.node_of(a)) == {"workers": 4, "x": 1}
+
+
+def test_versioned_gives_callables_an_identity():
+    a = ExecutorStep("s", noop, {"schedule": versioned(math.cos, version="cosine-v1")})
+    b = ExecutorStep("s", noop, {"schedule": versioned(math.sin, version="cosine-v2")})
+    ga = _graph(a)
+    assert ga.node_of(a).hash != _graph(b).node_of(b).hash
+    assert ga.resolve_config(ga.node_of(a))["schedule"] is math.cos
+
+
+def test_versioned_inside_unversioned_field_is_hashed():
+    @dataclass(frozen=True)
+    class C:
+        note: str = unversioned_field(default="x")
+
+    a = ExecutorStep("s", noop, C(note=versioned("one")))
+    b = ExecutorStep("s", noop, C(note=versioned("two")))
+    assert _graph(a).node_of(a).hash != _graph(b).node_of(b).hash
+
+
+def test_dependency_version_propagates_not_its_path():
+    _, t1 = _pipeline()
+    d2 = ExecutorStep("data/raw", noop, {"source": "other", "out": this_output_path()})
+    t2 = ExecutorStep("train/tiny", noop, Train(data=output_path_of(d2, "tokens"),
+                                                output_path=this_output_path()))
+    assert _graph(t1).node_of(t1).hash != _graph(t2).node_of(t2).hash
+
+
+def test_bare_step_in_config_means_output_path_of():
+    data, _ = _pipeline()
+    a = ExecutorStep("t", noop, {"data": data})
+    b = ExecutorStep("t", noop, {"data": output_path_of(data)})
+    ga = _graph(a)
+    assert ga.node_of(a).hash == _graph(b).node_of(b).hash
+    assert ga.resolve_config(ga.node_of(a))["data"] == ga.node_of(data).output_path
+
+
+@pytest.mark.parametrize(
+    ("config", "path"),
+    [
+        ({"model": {"init": lambda x: x}}, "config['model']['init']"),
+        (Train(data="d", output_path="o", model=Model(activation=object())),  # type: ignore[arg-type]
+         "config.model.activation"),
+        ({"table": {float("nan"): 1}}, "config['table']"),
+        ({"layers": [1, 2, print]}, "config['layers'][2]"),
+    ],
+)
+def test_values_without_canonical_form_are_refused_with_their_path(config, path):
+    step = ExecutorStep("bad", noop, config)
+    with pytest.raises(UnhashableConfigError) as info:
+        _graph(step)
+    message = str(info.value)
+    assert message.startswith(path + ":"), message
+    assert "versioned(" in message or "string key" in message
+
+
+def test_special_values_have_canonical_forms():
+    a = ExecutorStep("s", noop, {"inf": math.inf, "nan": math.nan, "set": {3, 1, 2},
+                                 "keys": {1: "a", 2: "b"}, "path": Path("/x"),
+                                 "enum": Optim.ADAMH, "bytes": b"\x00\x01"})
+    b = ExecutorStep("s", noop, {"inf": math.inf, "nan": math.nan, "set": {2, 3, 1},
+                                 "keys": {2: "b", 1: "a"}, "path": "/x",
+                                 "enum": "adamh", "bytes": b"\x00\x01"})
+    assert _graph(a).node_of(a).hash == _graph(b).node_of(b).hash
+
+
+def test_dataclass_field_order_and_dict_order_do_not_matter():
+    a = ExecutorStep("s", noop, {"b": 1, "a": 2})
+    b = ExecutorStep("s", noop, {"a": 2, "b": 1})
+    assert _graph(a).node_of(a).hash == _graph(b).node_of(b).hash
+    assert dataclasses.is_dataclass(Train)

@@ -1,0 +1,59 @@
+"""Leases: exclusive, renewed, taken over only when stale, lost leases noticed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from marin.execution.lease import Lease, LeaseRecord
+from marin.storage import get_storage
+
+
+def _lease(tmp_path: Path, owner: str, ttl: float = 30.0) -> Lease:
+    path = str(tmp_path / ".executor_lease")
+    return Lease(get_storage(path), path, owner, ttl)
+
+
+def test_a_live_lease_is_exclusive(tmp_path: Path):
+    a, b = _lease(tmp_path, "a"), _lease(tmp_path, "b")
+    assert a.try_acquire()
+    assert not b.try_acquire()
+    assert b.holder is not None and b.holder.owner == "a"
+    a.release()
+    assert not (tmp_path / ".executor_lease").exists()
+    assert b.try_acquire()
+
+
+def test_a_stale_lease_is_taken_over_and_the_old_holder_notices(tmp_path: Path):
+    old = _lease(tmp_path, "old", ttl=0.2)
+    assert old.try_acquire()
+    time.sleep(0.3)  # the holder stopped renewing (as a killed process would)
+    new = _lease(tmp_path, "new", ttl=30)
+    assert new.try_acquire()
+    assert new.took_over_from is not None and new.took_over_from.owner == "old"
+    assert old.renew() is False
+    assert old.lost
+    old.release()  # must not delete the new holder's lease
+    record = LeaseRecord.decode((tmp_path / ".executor_lease").read_bytes())
+    assert record is not None and record.owner == "new"
+
+
+def test_heartbeat_keeps_a_lease_alive_past_its_ttl(tmp_path: Path):
+    holder = _lease(tmp_path, "holder", ttl=1.0)
+    assert holder.try_acquire()
+    holder.start_heartbeat()
+    try:
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            assert not _lease(tmp_path, "rival", ttl=30).try_acquire()
+            time.sleep(0.2)
+        assert holder.held
+    finally:
+        holder.release()
+
+
+def test_a_corrupt_lease_file_counts_as_stale(tmp_path: Path):
+    (tmp_path / ".executor_lease").write_text("{not json")
+    lease = _lease(tmp_path, "me")
+    assert lease.try_acquire()
+    assert lease.took_over_from is None

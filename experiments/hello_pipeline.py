@@ -74,7 +74,8 @@ def fit_zipf(config: FitConfig) -> None:
     ys = [math.log(c) for c in counts]
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    covariance = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    slope = covariance / sum((x - mx) ** 2 for x in xs)
     result = {"zipf_exponent": -slope, "log_intercept": my - slope * mx, "ranks_used": n}
     os.makedirs(config.output_path, exist_ok=True)
     with open(os.path.join(config.output_path, "fit.json"), "w") as f:

@@ -54,7 +54,8 @@ def test_long_chains_do_not_hit_the_recursion_limit():
 
 
 def test_this_output_path_resolves_to_the_steps_own_path():
-    s = ExecutorStep("out/step", noop, {"out": this_output_path(), "ckpt": this_output_path("ckpt")})
+    s = ExecutorStep("out/step", noop,
+                     {"out": this_output_path(), "ckpt": this_output_path("ckpt")})
     graph = StepGraph.build([s], "gs://b/x")
     node = graph.node_of(s)
     assert graph.resolve_config(node) == {"out": node.output_path,

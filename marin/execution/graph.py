@@ -66,13 +66,13 @@ class StepGraph:
     @classmethod
     def build(cls, steps: Sequence[ExecutorStep], prefix: str) -> StepGraph:
         _check_steps(steps)
-        order = _topological_order(steps)
+        order, deps_of = _ordered_with_dependencies(steps)
         node_by_step: dict[int, StepNode] = {}
         node_by_key: dict[str, StepNode] = {}
         version_by_name: dict[str, StepNode] = {}
         nodes: list[StepNode] = []
         for step in order:
-            node = _make_node(step, node_by_step, prefix)
+            node = _make_node(step, deps_of[id(step)], node_by_step, prefix)
             existing = node_by_key.get(node.key)
             if existing is not None:
                 node_by_step[id(step)] = existing
@@ -145,6 +145,12 @@ def _check_steps(steps: Sequence[ExecutorStep]) -> None:
 
 
 def _topological_order(roots: Sequence[ExecutorStep]) -> list[ExecutorStep]:
+    """Every step reachable from ``roots``, dependencies first."""
+    return _ordered_with_dependencies(roots)[0]
+
+
+def _ordered_with_dependencies(roots: Sequence[ExecutorStep]
+                               ) -> tuple[list[ExecutorStep], dict[int, list[ExecutorStep]]]:
     """Dependencies first; iterative, so a 100,000-step chain does not hit recursion limits."""
     done: set[int] = set()
     on_path: dict[int, ExecutorStep] = {}
@@ -178,11 +184,12 @@ def _topological_order(roots: Sequence[ExecutorStep]) -> list[ExecutorStep]:
                 del on_path[id(step)]
                 done.add(id(step))
                 order.append(step)
-    return order
+    return order, deps_cache
 
 
-def _make_node(step: ExecutorStep, node_by_step: dict[int, StepNode], prefix: str) -> StepNode:
-    deps = [node_by_step[id(d)] for d in dependencies_of(step)]
+def _make_node(step: ExecutorStep, dep_steps: list[ExecutorStep],
+               node_by_step: dict[int, StepNode], prefix: str) -> StepNode:
+    deps = [node_by_step[id(d)] for d in dep_steps]
     config = canonicalize(step.config, lambda s: node_by_step[id(s)].key)
     version = {"name": step.name, "config": config}
     digest = version_hash(canonical_json(version))

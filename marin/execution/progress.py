@@ -53,14 +53,15 @@ class LineProgress:
 
     def run_started(self, plan: Plan, pending: int) -> None:
         totals = plan.totals()
-        self._line(f"{pending} steps to run, {totals['skip']} skipped, "
-                   f"{totals['wait']} running elsewhere")
+        self._line(f"{totals['run']} steps to run, {totals['wait']} running elsewhere, "
+                   f"{totals['skip']} skipped")
 
     def step_started(self, entry: PlanEntry) -> None:
         self._line(f"start   {entry.node.key}  ({entry.reason})")
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
         detail = f": {outcome.error}" if outcome.error else ""
+        detail += f" ({outcome.note})" if outcome.note else ""
         self._line(f"{_SYMBOL[outcome.state]:<7} {entry.node.key} in {outcome.seconds:.1f}s"
                    f"{detail}")
 

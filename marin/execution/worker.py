@@ -61,6 +61,7 @@ class StepOutcome:
     seconds: float = 0.0
     error: str | None = None
     traceback: str | None = None
+    note: str | None = None
 
 
 @dataclass
@@ -129,7 +130,10 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
                                "the step's lease was taken over by another executor while "
                                "it ran; its result was not marked SUCCESS")
         _write_status(item, StepStatus.SUCCESS)
-        return StepOutcome(job.key, "succeeded", time.monotonic() - started)
+        note = None
+        if lease.took_over_from is not None:
+            note = f"took over the stale lease of {lease.took_over_from.describe()}"
+        return StepOutcome(job.key, "succeeded", time.monotonic() - started, note=note)
     finally:
         lease.release()
         active.remove(job.key)

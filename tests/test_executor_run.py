@@ -194,3 +194,36 @@ def test_steps_declared_waiting_reuse_the_other_executors_result(tmp_path: Path)
     threading.Thread(target=finish_elsewhere).start()
     result = ex.run([a])
     assert result.steps[0].state == "reused" and CALLS == []
+
+
+def other_work(cfg: Cfg) -> None:
+    work(cfg)
+    CALLS.append("changed code")
+
+
+def test_a_changed_code_fingerprint_is_reported_not_ignored(tmp_path: Path):
+    ex = Executor(str(tmp_path))
+    assert ex.run([step("a")]).ok
+    edited = ExecutorStep("a", other_work, step("a").config)  # same name and config
+    entry = ex.plan([edited]).entries[0]
+    assert entry.action == "skip"
+    assert "the code of other_work changed since this output was made" in entry.warnings[0]
+
+
+def test_the_live_view_on_a_terminal_shows_counts(tmp_path: Path):
+    import io
+
+    from rich.console import Console
+
+    from marin.execution.progress import LiveProgress, progress_for
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, color_system=None, width=100)
+    progress = progress_for(console)
+    assert isinstance(progress, LiveProgress)
+    result = Executor(str(tmp_path)).run([step("b", step("a")), step("c", fail=True)],
+                                         progress=progress)
+    assert not result.ok
+    text = buffer.getvalue()
+    assert "done 2" in text and "failed 1" in text and "pending 0" in text
+    assert "FAILED c-" in text

@@ -41,8 +41,84 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--lease-ttl", type=float, default=None,
                     help="seconds before another executor takes over a silent step")
     ex.add_argument("--json", action="store_true", help="print the plan or result as JSON")
+    ex.add_argument("--ray-address", help="with --backend ray: the cluster to join "
+                    "(default: start a local one)")
     ex.set_defaults(handler=_executor)
+
+    plugins = sub.add_parser("plugins", help="list and check installed plugins")
+    plugins_sub = plugins.add_subparsers(dest="plugins_command", metavar="ACTION", required=True)
+    listing = plugins_sub.add_parser("list", help="every plugin: group, name, distribution, "
+                                     "version, status")
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--no-load", action="store_true",
+                         help="list entry points without importing them")
+    listing.set_defaults(handler=_plugins_list)
+    check = plugins_sub.add_parser("check", help="load every plugin; exit 1 if any is broken")
+    check.set_defaults(handler=_plugins_check)
+
+    storage = sub.add_parser("storage", help="storage utilities")
+    storage_sub = storage.add_subparsers(dest="storage_command", metavar="ACTION", required=True)
+    bucket = storage_sub.add_parser("check", help="a bucket's location, location type and "
+                                    "storage class, with warnings")
+    bucket.add_argument("url")
+    bucket.add_argument("--compute-region", help="where the accelerators run "
+                        "(default: $MARIN_COMPUTE_REGION)")
+    bucket.add_argument("--json", action="store_true")
+    bucket.set_defaults(handler=_storage_check)
+
+    hardware = sub.add_parser("hardware", help="accelerator presets")
+    hardware_sub = hardware.add_subparsers(dest="hardware_command", metavar="ACTION",
+                                           required=True)
+    show = hardware_sub.add_parser("show", help="devices found, the preset that applies, "
+                                   "the flags in force")
+    show.add_argument("--hardware", metavar="PRESET", help="a preset name (default: detected)")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=_hardware_show)
+    presets = hardware_sub.add_parser("list", help="installed presets")
+    presets.add_argument("--json", action="store_true")
+    presets.set_defaults(handler=_hardware_list)
     return parser
+
+
+def _reject_extra(extra: list[str]) -> int | None:
+    if extra:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[bold red]error:[/] unrecognized arguments: "
+                                   f"{' '.join(extra)}", highlight=False, soft_wrap=True)
+        return 2
+    return None
+
+
+def _plugins_list(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import commands
+
+    return _reject_extra(extra) or commands.plugins_list(args.json, load=not args.no_load)
+
+
+def _plugins_check(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import commands
+
+    return _reject_extra(extra) or commands.plugins_check()
+
+
+def _storage_check(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import commands
+
+    return _reject_extra(extra) or commands.storage_check(args.url, args.compute_region,
+                                                          args.json)
+
+
+def _hardware_show(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import commands
+
+    return _reject_extra(extra) or commands.hardware_show(args.hardware, args.json)
+
+
+def _hardware_list(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import commands
+
+    return _reject_extra(extra) or commands.hardware_list(args.json)
 
 
 def _executor(args: argparse.Namespace, extra: list[str]) -> int:
@@ -82,6 +158,7 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
                                  json=args.json)
     if args.lease_ttl is not None:
         options.lease_ttl = args.lease_ttl
+    options.ray_address = args.ray_address
     return run_with_options(steps, options, overrides)
 
 

@@ -1,16 +1,27 @@
 from __future__ import annotations
 
 import os
+
+# Cloud client libraries probe instance-metadata servers when they look for credentials;
+# keep every such probe off the network (set before those libraries are imported).
+os.environ.update(NO_GCE_CHECK="true", GCE_METADATA_HOST="127.0.0.1:9",
+                  GCE_METADATA_IP="127.0.0.1:9", AWS_EC2_METADATA_DISABLED="true")
+
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests import servers
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
-def _no_ambient_prefix(monkeypatch):
+def _no_ambient_settings(monkeypatch, tmp_path_factory):
     monkeypatch.delenv("MARIN_PREFIX", raising=False)
+    monkeypatch.delenv("MARIN_COMPUTE_REGION", raising=False)
+    monkeypatch.setenv("MARIN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "marin-cache"))
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
@@ -22,3 +33,37 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
             st = os.lstat(p)
             out[os.path.relpath(p, folder)] = (st.st_size, st.st_mtime_ns)
     return out
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint() -> Iterator[str]:
+    with servers.gcs_emulator() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    with servers.s3_server() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def gcs_bucket(gcs_endpoint: str, monkeypatch) -> Iterator[str]:
+    from marin.storage import reset_storage_instances
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_endpoint)
+    reset_storage_instances()
+    yield f"gs://{servers.create_gcs_bucket(gcs_endpoint)}"
+    reset_storage_instances()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str, monkeypatch) -> Iterator[str]:
+    from marin.storage import reset_storage_instances
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
+    for key, value in servers.S3_ENV.items():
+        monkeypatch.setenv(key, value)
+    reset_storage_instances()
+    yield f"s3://{servers.create_s3_bucket(s3_endpoint)}"
+    reset_storage_instances()

@@ -12,10 +12,14 @@ import pytest
 from marin.storage import StorageError, UnknownSchemeError, get_storage
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=["file", "memory", "gs", "s3"])
 def root(request, tmp_path: Path) -> str:
     if request.param == "file":
         return str(tmp_path)
+    if request.param == "gs":
+        return request.getfixturevalue("gcs_bucket") + "/prefix"
+    if request.param == "s3":
+        return request.getfixturevalue("s3_bucket") + "/prefix"
     return f"memory://test-{uuid.uuid4().hex}"
 
 
@@ -84,5 +88,5 @@ def test_unwritable_prefix_is_a_clear_error(tmp_path: Path):
 
 
 def test_unknown_scheme_names_the_url():
-    with pytest.raises(UnknownSchemeError, match=r"'nosuch://b/x'.*known schemes"):
+    with pytest.raises(UnknownSchemeError, match=r"'nosuch://b/x'.*installed schemes: .*gs://"):
         get_storage("nosuch://b/x")

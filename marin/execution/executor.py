@@ -22,7 +22,7 @@ from marin.execution.progress import Progress, SilentProgress
 from marin.execution.runners import Runner, make_runner
 from marin.execution.status import code_fingerprint, current_user, git_commit
 from marin.execution.step import ExecutorStep
-from marin.execution.worker import StepJob, StepOutcome
+from marin.execution.worker import StepJob, StepOutcome, abandon_step
 from marin.storage import get_storage
 
 logger = logging.getLogger("marin.executor")
@@ -85,7 +85,7 @@ class Executor:
 
     def __init__(self, prefix: str, max_concurrent: int | None = None, backend: str = "local",
                  lease_ttl: float = DEFAULT_LEASE_TTL, poll_interval: float | None = None,
-                 runner: Runner | None = None):
+                 runner: Runner | None = None, runner_options: dict[str, Any] | None = None):
         if not prefix:
             raise ValueError("Executor needs a prefix (a local folder or a storage URL)")
         self.prefix = prefix.rstrip("/") or "/"
@@ -95,7 +95,17 @@ class Executor:
         self.poll_interval = poll_interval if poll_interval is not None else min(5.0,
                                                                                  lease_ttl / 4)
         self._runner = runner
+        self.runner_options = dict(runner_options or {})
         self.storage = get_storage(self.prefix)
+
+    def prefix_warnings(self) -> list[str]:
+        """Warnings about the prefix's bucket (multi-region, cold class, far region)."""
+        from marin.storage.bucket import bucket_info, bucket_warnings, compute_region
+
+        try:
+            return bucket_warnings(bucket_info(self.prefix), compute_region())
+        except OSError as e:
+            return [f"could not check the bucket of {self.prefix}: {e}"]
 
     def plan(self, steps: Sequence[ExecutorStep], run_only: Sequence[str] | None = None,
              force_run_failed: bool = True) -> Plan:
@@ -110,7 +120,8 @@ class Executor:
             logger.warning(warning)
         if any(e.action != "skip" for e in plan.entries):
             self.storage.check_writable(self.prefix)
-        runner = self._runner or make_runner(self.backend, self.max_concurrent)
+        runner = self._runner or make_runner(self.backend, self.max_concurrent,
+                                             **self.runner_options)
         return _Run(self, plan, runner, progress or SilentProgress()).execute()
 
 
@@ -211,11 +222,12 @@ class _Run:
 
     def _interrupt(self) -> None:
         self.result.interrupted = True
-        cancelled = set(self.runner.cancel_running("interrupted (Ctrl-C)"))
+        reason = "interrupted (Ctrl-C)"
+        self.runner.cancel_running(reason)
         for future, entry in self.in_flight.items():
             future.cancel()
-            if entry.node.key in cancelled or not future.done():
-                self._add_result(entry, "cancelled", error="interrupted (Ctrl-C)")
+            abandon_step(entry.output_path, self.run_id, reason)
+            self._add_result(entry, "cancelled", error=reason)
         self.in_flight.clear()
 
     def _info(self, entry: PlanEntry) -> dict[str, Any]:

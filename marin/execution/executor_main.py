@@ -60,6 +60,8 @@ class ExecutorMainConfig:
     """Seconds without a heartbeat after which another executor takes a step over."""
     show_skipped: bool = True
     """List skipped steps in the dry-run table."""
+    ray_address: str | None = None
+    """With --backend ray: the cluster to join (default: start a local Ray instance)."""
 
 
 def resolve_prefix(prefix: str | None) -> str:
@@ -93,7 +95,10 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
     try:
         steps = apply_overrides(steps, overrides or {})
         executor = Executor(resolve_prefix(options.prefix), options.max_concurrent,
-                            options.backend, lease_ttl=options.lease_ttl)
+                            options.backend, lease_ttl=options.lease_ttl,
+                            runner_options=_runner_options(options))
+        for warning in executor.prefix_warnings():
+            out.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
         if options.dry_run:
             plan = executor.plan(steps, options.run_only, options.force_run_failed)
             if options.json:
@@ -109,7 +114,7 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
             progress_for(out)
         result = executor.run(steps, options.run_only, options.force_run_failed, progress)
     except (UnhashableConfigError, StepGraphError, OverrideError, StorageError,
-            ValueError) as e:
+            ValueError, ConnectionError) as e:
         Console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
     if options.json:
@@ -120,6 +125,10 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
     if result.interrupted:
         return 130
     return 0 if result.ok else 1
+
+
+def _runner_options(options: ExecutorMainConfig) -> dict[str, object]:
+    return {"address": options.ray_address} if options.backend == "ray" else {}
 
 
 def _configure_logging(console: Console) -> None:

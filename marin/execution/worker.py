@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from marin.execution.lease import Lease
+from marin.execution.lease import Lease, LeaseRecord
 from marin.execution.status import (
     StatusRecord,
     StepStatus,
@@ -170,6 +170,20 @@ def _finished_elsewhere(job: StepJob, storage: Storage) -> StepOutcome | None:
                            f"failed in another executor ({record.run_id} on {record.host}): "
                            f"{record.error}", record.traceback)
     return None
+
+
+def abandon_step(output_path: str, run_id: str, reason: str) -> None:
+    """Release a step this run still holds (its worker was stopped): CANCELLED status, no
+    lease. Does nothing when another executor holds the step."""
+    storage = get_storage(output_path)
+    path = lease_path(output_path)
+    blob = storage.read(path)
+    record = None if blob is None else LeaseRecord.decode(blob.data)
+    if record is None or record.owner != run_id:
+        return
+    status = StatusRecord.now(StepStatus.CANCELLED, run_id, "", error=reason)
+    storage.write(status_path(output_path), status.encode())
+    storage.delete_if_unchanged(path, blob.token)
 
 
 def _write_status(item: _Active, status: StepStatus, error: str | None = None,

@@ -9,16 +9,21 @@ See ``marin.storage.base.Storage`` for the operations and their guarantees.
 
 from __future__ import annotations
 
+import threading
 from urllib.parse import urlparse
 
+from marin.storage._async import AsyncObjectStorage
 from marin.storage._local import LocalStorage
 from marin.storage._memory import MemoryStorage
 from marin.storage.base import Blob, Storage, StorageError
 
-__all__ = ["Blob", "Storage", "StorageError", "UnknownSchemeError", "get_storage", "scheme_of"]
+__all__ = ["AsyncObjectStorage", "Blob", "LocalStorage", "MemoryStorage", "Storage",
+           "StorageError", "UnknownSchemeError", "get_storage", "scheme_of"]
 
-_BUILTIN: dict[str, type[Storage]] = {"file": LocalStorage, "memory": MemoryStorage}
+# Used when marin runs from a source tree without its entry points installed.
+_FALLBACK: dict[str, type[Storage]] = {"file": LocalStorage, "memory": MemoryStorage}
 _INSTANCES: dict[str, Storage] = {}
+_LOCK = threading.Lock()
 
 
 class UnknownSchemeError(StorageError):
@@ -31,15 +36,37 @@ def scheme_of(url: str) -> str:
 
 
 def get_storage(url: str) -> Storage:
-    """The backend for ``url``'s scheme (one shared instance per scheme)."""
+    """The backend for ``url``'s scheme (one shared instance per scheme), found in the
+    ``marin.storage`` plugin group."""
     scheme = scheme_of(url)
     storage = _INSTANCES.get(scheme)
-    if storage is None:
-        cls = _BUILTIN.get(scheme)
-        if cls is None:
-            known = ", ".join(f"{s}://" for s in sorted(_BUILTIN))
-            raise UnknownSchemeError(
-                f"no storage backend for {url!r} (scheme {scheme}://); known schemes: {known}"
-            )
-        storage = _INSTANCES[scheme] = cls()
-    return storage
+    if storage is not None:
+        return storage
+    with _LOCK:
+        if scheme not in _INSTANCES:
+            _INSTANCES[scheme] = _backend_class(url, scheme)()
+        return _INSTANCES[scheme]
+
+
+def _backend_class(url: str, scheme: str) -> type[Storage]:
+    from marin import registry
+
+    try:
+        return registry.load("storage", scheme)
+    except registry.PluginNotFoundError:
+        if scheme in _FALLBACK:
+            return _FALLBACK[scheme]
+        known = sorted({*registry.names("storage"), *_FALLBACK})
+        raise UnknownSchemeError(
+            f"no storage backend for {url!r} (scheme {scheme}://); installed schemes: "
+            f"{', '.join(s + '://' for s in known)}. A backend for another scheme is a plugin "
+            "in the marin.storage entry-point group (see docs/plugins.md)."
+        ) from None
+    except registry.PluginError as e:
+        raise UnknownSchemeError(f"storage backend for {url!r} is unusable: {e}") from e
+
+
+def reset_storage_instances() -> None:
+    """Drop cached backends (tests that change credentials or emulator settings)."""
+    with _LOCK:
+        _INSTANCES.clear()

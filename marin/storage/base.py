@@ -78,3 +78,9 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def check_writable(self, path: str) -> None:
         """Raise StorageError naming ``path`` when objects cannot be written under it."""
+
+    def bucket_info(self, url: str) -> Any:
+        """Location, location type and storage class of the bucket holding ``url``."""
+        from marin.storage.bucket import local_bucket_info
+
+        return local_bucket_info(url)

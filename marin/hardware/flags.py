@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-_UNKNOWN = re.compile(r"Unknown flags in XLA_FLAGS: (.*)")
+_UNKNOWN = re.compile(r"Unknown flags? in XLA_FLAGS: (.*)")
 _PROBE = "import jax; jax.devices()"
 
 

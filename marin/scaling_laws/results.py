@@ -1,0 +1,70 @@
+"""Reading a table of finished runs for the fits: CSV, JSON lines or Parquet.
+
+    records = read_results("gs://bucket/sweep/results.parquet")
+
+Required columns: ``params``, ``tokens``, ``loss``, and ``flops`` (or it is taken as
+``6 * params * tokens``); an optional ``budget`` column groups runs by IsoFLOP tier.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any
+
+import fsspec
+
+from marin.scaling_laws.isoflop_analysis import RunRecord
+
+REQUIRED = ("params", "tokens", "loss")
+
+
+class ResultsError(ValueError):
+    """The results table cannot be read; the message names the file and the problem."""
+
+
+def read_results(path: str) -> list[RunRecord]:
+    try:
+        with fsspec.open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise ResultsError(f"results file {path} does not exist") from None
+    rows = _rows(path, raw)
+    if not rows:
+        raise ResultsError(f"results file {path} has no rows")
+    missing = [c for c in REQUIRED if c not in rows[0]]
+    if missing:
+        raise ResultsError(f"results file {path} lacks column(s) {', '.join(missing)}; "
+                           f"it has {', '.join(rows[0])}")
+    return [_record(path, i, row) for i, row in enumerate(rows)]
+
+
+def _rows(path: str, raw: bytes) -> list[dict[str, Any]]:
+    name = path.lower()
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(io.BytesIO(raw)).to_pylist()
+    text = raw.decode("utf-8")
+    if name.endswith((".jsonl", ".json")):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    if name.endswith(".csv"):
+        return list(csv.DictReader(io.StringIO(text)))
+    raise ResultsError(f"results file {path}: use .csv, .jsonl or .parquet")
+
+
+def _record(path: str, index: int, row: dict[str, Any]) -> RunRecord:
+    def number(key: str) -> float:
+        value = row.get(key)
+        try:
+            return float(value) if value not in (None, "") else math.nan
+        except (TypeError, ValueError):
+            raise ResultsError(f"results file {path}, row {index + 1}: {key}={value!r} is not "
+                               "a number") from None
+
+    params, tokens, loss = number("params"), number("tokens"), number("loss")
+    flops = number("flops") if "flops" in row else 6 * params * tokens
+    budget = number("budget") if row.get("budget") not in (None, "") else None
+    return RunRecord(params, tokens, flops, loss, budget)

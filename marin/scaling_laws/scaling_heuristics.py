@@ -1,0 +1,232 @@
+"""Scaling heuristics: which models, batch sizes and hyperparameters use a FLOP budget.
+
+    heuristic = CompletedAdamhHeuristic(vocab_size=50257)
+    for cfg in heuristic.candidates_for_budget(3e19):
+        cfg.model_config, cfg.batch_size, cfg.train_steps, cfg.optimizer.learning_rate
+
+A heuristic is a plugin (entry-point group ``marin.scaling_heuristics``): any class with a
+``candidates_for_budget(budget)`` method that yields ``CandidateConfig`` objects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
+
+from marin.models.config import TransformerConfig
+from marin.models.memory import estimate_training_memory
+from marin.scaling_laws.isoflop_analysis import (
+    CandidateConfig,
+    NoCandidateError,
+    OptimizerHyperparameters,
+)
+
+
+@runtime_checkable
+class ScalingHeuristic(Protocol):
+    def candidates_for_budget(self, budget: float) -> Iterator[CandidateConfig]: ...
+
+
+def round_up_to_power_of_two(x: float) -> int:
+    return 1 if x <= 1 else 2 ** math.ceil(math.log2(x))
+
+
+@dataclass(frozen=True)
+class CompletedAdamhHeuristic:
+    """Marin's Complete(d)P-style AdamH heuristic for IsoFLOP sweeps.
+
+    Model shapes. Hidden sizes run from ``min_hidden`` to ``max_hidden`` in steps of
+    ``hidden_step`` (``large_hidden_step`` above ``large_step_budget``). The head dimension
+    is 128 (``head_dim``), so ``num_heads = hidden / 128`` with as many KV heads; the MLP is
+    a SwiGLU of width ``mlp_ratio * hidden``. Depth grows slightly slower than width
+    (Marin's depth rule): ``num_layers = round(h / (64 + 4 * log2(h) - 9))``, which gives
+    6 layers at h=512, 11 at h=1024 and 21 at h=2048.
+
+    Tokens and batch. Tokens are ``budget / training FLOPs per token`` (3 x forward, with
+    attention and the LM head counted as Levanter does). The batch size is the power of two
+    at or above ``tokens / (target_steps * seq_len)``, then halved while the learning rates
+    or beta2 leave their valid range; steps are ``round(tokens / (batch * seq_len))``.
+
+    Hyperparameters, with r = B*seq/T and r0 = B0*seq/T0 (batch over tokens, CompleteP's
+    batch-to-horizon ratio; Dey et al. 2025, "Don't be lazy: CompleteP enables
+    compute-efficient deep transformers"; and Marin's AdamH sweeps, whose reference point
+    B0=64 sequences, T0=2.5e9 tokens, seq_len=4096 is the optimum they found for a ~130M
+    Qwen3 on Nemotron data):
+
+    * learning rate (the AdamH matrix update): ``lr0 * sqrt(B/B0) * (T0/T)^0.3``
+      (square-root batch scaling, as for Adam in Malladi et al. 2022; a 0.3-power decay with
+      the training horizon);
+    * Adam learning rate (embeddings, norms): ``adam_lr0 * sqrt(r/r0)``;
+    * epsilon: ``eps0 * sqrt(r0/r)``, keeping the update's noise floor fixed relative to the
+      gradient scale as r changes;
+    * beta1 0.9; beta2 ``clip(beta2_0^(B/B0), 0.9, 0.9999)``: the second-moment half-life
+      stays constant in tokens (Marek et al. 2025, "Small batch size training for language
+      models").
+
+    Kept only: runs within ``budget_tolerance`` of the budget, that fit the hardware preset's
+    memory on ``devices`` chips (parameters, optimizer state, activations:
+    ``estimated_memory_per_device``), with batch at least ``min_batch_size``, steps at least
+    ``min_train_steps``, and between ``min_tokens_per_param`` (fewer tokens than parameters is
+    far from any optimum) and ``max_tokens_per_param`` tokens per parameter.
+    """
+
+    vocab_size: int = 50257
+    seq_len: int = 4096
+    hardware: str = "gpu-h100"
+    devices: int = 8
+    mfu: float = 0.4
+    # model shapes
+    min_hidden: int = 512
+    max_hidden: int = 8192
+    hidden_step: int = 128
+    large_hidden_step: int = 256
+    large_step_budget: float = 2e19
+    head_dim: int = 128
+    mlp_ratio: int = 4
+    # reference point and base hyperparameters
+    reference_batch_size: int = 64
+    reference_tokens: float = 2.5e9
+    lr_base: float = 6.3e-3
+    adam_lr_base: float = 6.56e-4
+    epsilon_base: float = 1.85e-8
+    beta1: float = 0.9
+    beta2_base: float = 0.9999
+    min_beta2: float = 0.9
+    max_beta2: float = 0.9999
+    max_learning_rate: float = 0.01
+    weight_decay: float = 0.0
+    max_grad_norm: float = 0.1
+    z_loss_weight: float = 1e-7
+    warmup_fraction: float = 0.1
+    decay_fraction: float = 0.2
+    # batch and bounds
+    target_steps: int = 2**16
+    min_batch_size: int = 8
+    max_batch_size: int = 8192
+    min_train_steps: int = 100
+    min_tokens_per_param: float = 1.0
+    max_tokens_per_param: float = 250.0
+    budget_tolerance: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.min_hidden % self.head_dim or self.hidden_step % self.head_dim:
+            raise ValueError(f"CompletedAdamhHeuristic: min_hidden ({self.min_hidden}) and "
+                             f"hidden_step ({self.hidden_step}) must be multiples of head_dim "
+                             f"({self.head_dim})")
+
+    # -- shapes ------------------------------------------------------------------------------
+    def num_layers_for(self, hidden: int) -> int:
+        return max(1, round(hidden / (64 + 4 * math.log2(hidden) - 9)))
+
+    def model_config(self, hidden: int) -> TransformerConfig:
+        heads = hidden // self.head_dim
+        return TransformerConfig(hidden_dim=hidden, intermediate_dim=self.mlp_ratio * hidden,
+                                 num_layers=self.num_layers_for(hidden), num_heads=heads,
+                                 num_kv_heads=heads, vocab_size=self.vocab_size,
+                                 seq_len=self.seq_len, glu=True)
+
+    def hidden_sizes(self, budget: float) -> range:
+        step = self.large_hidden_step if budget > self.large_step_budget else self.hidden_step
+        return range(self.min_hidden, self.max_hidden + 1, step)
+
+    # -- hyperparameters -----------------------------------------------------------------------
+    def optimizer_for(self, batch_size: int, tokens: float) -> OptimizerHyperparameters:
+        batch_ratio = batch_size / self.reference_batch_size
+        r_ratio = batch_ratio * self.reference_tokens / tokens
+        return OptimizerHyperparameters(
+            learning_rate=self.lr_base * math.sqrt(batch_ratio)
+            * (self.reference_tokens / tokens) ** 0.3,
+            adam_learning_rate=self.adam_lr_base * math.sqrt(r_ratio),
+            epsilon=self.epsilon_base * math.sqrt(1.0 / r_ratio),
+            beta1=self.beta1,
+            beta2=min(self.max_beta2, max(self.min_beta2, self.beta2_base**batch_ratio)),
+            weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm,
+            z_loss_weight=self.z_loss_weight, warmup_fraction=self.warmup_fraction,
+            decay_fraction=self.decay_fraction, optimizer="adamh")
+
+    def _hyperparameters_valid(self, opt: OptimizerHyperparameters) -> bool:
+        return (opt.learning_rate < self.max_learning_rate
+                and opt.adam_learning_rate < self.max_learning_rate
+                and opt.beta2 > self.min_beta2)
+
+    def batch_size_for(self, tokens: float) -> int:
+        batch = max(self.min_batch_size,
+                    round_up_to_power_of_two(tokens / (self.target_steps * self.seq_len)))
+        while batch > self.min_batch_size and not self._hyperparameters_valid(
+                self.optimizer_for(batch, tokens)):
+            batch //= 2
+        return batch
+
+    # -- candidates ------------------------------------------------------------------------------
+    def candidates_for_budget(self, budget: float) -> Iterator[CandidateConfig]:
+        if not math.isfinite(budget) or budget <= 0:
+            raise ValueError(f"budget must be a positive number of FLOPs, got {budget!r}")
+        preset = self._preset()
+        for hidden in self.hidden_sizes(budget):
+            candidate = self._candidate(self.model_config(hidden), budget, preset)
+            if candidate is not None:
+                yield candidate
+
+    def candidates_or_explain(self, budget: float) -> list[CandidateConfig]:
+        """The candidates, or a NoCandidateError naming the smallest budget that works."""
+        found = list(self.candidates_for_budget(budget))
+        if found:
+            return found
+        smallest = self.smallest_workable_budget()
+        hint = (f"; the smallest budget with a candidate is about {smallest:.2g} FLOPs"
+                if smallest else "; no budget up to 1e26 FLOPs has one with these settings")
+        raise NoCandidateError(f"no candidate fits a budget of {budget:.3g} FLOPs with "
+                               f"{self.describe()}{hint}")
+
+    def smallest_workable_budget(self, low: float = 1e10, high: float = 1e26) -> float | None:
+        exponent = math.log10(low)
+        while exponent <= math.log10(high):
+            budget = 10**exponent
+            if next(iter(self.candidates_for_budget(budget)), None) is not None:
+                return budget
+            exponent = round(exponent + 0.05, 2)
+        return None
+
+    def describe(self) -> str:
+        return (f"CompletedAdamhHeuristic(hidden {self.min_hidden}-{self.max_hidden}, "
+                f"seq_len {self.seq_len}, min batch {self.min_batch_size}, min steps "
+                f"{self.min_train_steps}, {self.devices} x {self.hardware})")
+
+    def _preset(self):
+        from marin.hardware import get_preset
+
+        return get_preset(self.hardware)
+
+    def _candidate(self, model: TransformerConfig, budget: float, preset
+                   ) -> CandidateConfig | None:
+        params = model.num_params()
+        per_token = model.training_flops_per_token()
+        tokens = budget / per_token
+        if not self.min_tokens_per_param <= tokens / params <= self.max_tokens_per_param:
+            return None
+        batch = self.batch_size_for(tokens)
+        if batch > self.max_batch_size:
+            return None
+        steps = round(tokens / (batch * self.seq_len))
+        if steps < self.min_train_steps:
+            return None
+        actual_tokens = steps * batch * self.seq_len
+        flops = actual_tokens * per_token
+        if abs(flops - budget) > self.budget_tolerance * budget:
+            return None
+        memory = estimate_training_memory(model, batch, self.devices, preset.memory_bytes)
+        if memory.per_device_bytes > preset.memory_bytes:
+            return None
+        device_hours = flops / (preset.peak_bf16_flops * self.mfu) / 3600
+        return CandidateConfig(
+            model_config=model, batch_size=batch, train_steps=steps, seq_len=self.seq_len,
+            tokens=actual_tokens, params=params, flops=flops, budget=budget,
+            optimizer=self.optimizer_for(batch, actual_tokens),
+            estimated_memory_per_device=memory.per_device_bytes,
+            microbatch_size=memory.microbatch_size, devices=self.devices,
+            hardware=preset.name, mfu=self.mfu, estimated_device_hours=device_hours)
+
+    def with_overrides(self, **changes: object) -> CompletedAdamhHeuristic:
+        return replace(self, **changes)

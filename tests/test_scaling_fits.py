@@ -1,0 +1,196 @@
+"""Scaling-law fits: Epoch AI's Chinchilla replication reproduced, IsoFLOP fits on data
+drawn from a known law, refusals, plots."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marin.scaling_laws.isoflop_analysis import (
+    RunRecord,
+    ScalingFitError,
+    fit_budget,
+    fit_isoflops,
+)
+from marin.scaling_laws.parametric import fit_parametric_loss
+from marin.scaling_laws.plots import write_isoflop_plots, write_scaling_plots
+from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+from tests.conftest import ROOT
+
+DATA = Path(__file__).parent / "data" / "chinchilla_svg_extracted_data.csv"
+# Besiroglu et al. (2024), Table 1: their fit to these points and its standard errors.
+EPOCH = {"E": 1.8172, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658}
+EPOCH_SE = {"E": 0.026, "alpha": 0.015, "beta": 0.021}
+
+
+def chinchilla_runs(exclude_highest_loss: int = 5) -> tuple[np.ndarray, ...]:
+    rows = list(csv.DictReader(DATA.open()))
+    n = np.array([float(r["Model Size"]) for r in rows])
+    c = np.array([float(r["Training FLOP"]) for r in rows])
+    loss = np.array([float(r["loss"]) for r in rows])
+    keep = np.argsort(loss)[: len(loss) - exclude_highest_loss]
+    return n[keep], c[keep] / (6 * n[keep]), loss[keep]
+
+
+@pytest.fixture(scope="module")
+def chinchilla_fit():
+    n, d, loss = chinchilla_runs()
+    assert len(n) == 240
+    return fit_parametric_loss(n, d, loss, bootstrap=300, seed=1)
+
+
+def test_chinchilla_parametric_fit_lands_within_epochs_standard_errors(chinchilla_fit):
+    for name, se in EPOCH_SE.items():
+        assert abs(getattr(chinchilla_fit, name) - EPOCH[name]) < se, name
+    # A and B are poorly identified on their own; their ratios to Epoch's stay modest.
+    assert 0.8 < chinchilla_fit.A / EPOCH["A"] < 1.25
+    assert 0.8 < chinchilla_fit.B / EPOCH["B"] < 1.25
+
+
+def test_bootstrap_standard_errors_are_epochs_size(chinchilla_fit):
+    for name, se in EPOCH_SE.items():
+        assert 0.6 * se < chinchilla_fit.standard_errors[name] < 1.5 * se, name
+
+
+def test_predict_optimal_obeys_c_equals_6nd_and_names_the_nearest_candidate(chinchilla_fit):
+    heuristic = CompletedAdamhHeuristic(vocab_size=50257)
+    best = chinchilla_fit.predict_optimal(3e19, heuristic=heuristic)
+    assert 6 * best.params * best.tokens == pytest.approx(3e19)
+    low, high = best.params_interval
+    assert low < best.params < high
+    candidate = best.nearest_candidate
+    assert candidate is not None and candidate.budget == 3e19
+    others = list(heuristic.candidates_for_budget(3e19))
+    assert all(abs(math.log(candidate.params / best.params))
+               <= abs(math.log(c.params / best.params)) for c in others)
+    # Exponents from the closed form: N_opt grows as C^(beta / (alpha + beta)).
+    bigger = chinchilla_fit.predict_optimal(3e21)
+    exponent = math.log(bigger.params / best.params) / math.log(100)
+    f = chinchilla_fit
+    assert exponent == pytest.approx(f.beta / (f.alpha + f.beta))
+
+
+def synthetic_runs(budgets=(1e18, 3e18, 1e19, 3e19), noise: float = 0.0, seed: int = 0
+                   ) -> list[RunRecord]:
+    """Runs on IsoFLOP curves (C = 6ND) with losses from Epoch's Chinchilla law, spanning a
+    factor of 4 either side of each budget's optimum (off-centre spans bias Approach 2)."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for c in budgets:
+        n_opt, _ = true_optimum(c)
+        for n in n_opt * np.geomspace(1 / 4, 4, 9):
+            d = c / (6 * n)
+            loss = EPOCH["E"] + EPOCH["A"] / n ** EPOCH["alpha"] + EPOCH["B"] / d ** EPOCH["beta"]
+            runs.append(RunRecord(float(n), float(d), c, float(loss * (1 + noise *
+                                                                          rng.normal())), c))
+    return runs
+
+
+def true_optimum(c: float) -> tuple[float, float]:
+    a, b, al, be = EPOCH["A"], EPOCH["B"], EPOCH["alpha"], EPOCH["beta"]
+    g = (al * a / (be * b)) ** (1 / (al + be))
+    return g * (c / 6) ** (be / (al + be)), (c / 6) ** (al / (al + be)) / g
+
+
+def test_isoflop_fits_recover_a_known_law():
+    analysis = fit_isoflops(synthetic_runs())
+    for fit in analysis.budgets:
+        n_true, d_true = true_optimum(fit.budget)
+        assert fit.optimal_tokens == pytest.approx(d_true, rel=0.05)
+        assert fit.optimal_params == pytest.approx(n_true, rel=0.05)
+    expected = EPOCH["beta"] / (EPOCH["alpha"] + EPOCH["beta"])
+    assert analysis.params_fit.exponent == pytest.approx(expected, abs=0.01)
+    assert analysis.tokens_fit.exponent == pytest.approx(1 - expected, abs=0.01)
+    n_true, _ = true_optimum(1e21)
+    assert float(analysis.params_fit.predict(1e21)) == pytest.approx(n_true, rel=0.1)
+
+
+def test_the_robust_parabola_shrugs_off_one_bad_run():
+    runs = [r for r in synthetic_runs(budgets=(1e19,))]
+    clean = fit_budget(1e19, runs)
+    broken = list(runs)
+    broken[4] = RunRecord(runs[4].params, runs[4].tokens, runs[4].flops, runs[4].loss + 0.5,
+                          1e19)  # a diverged run at the optimum
+    robust = fit_budget(1e19, broken)
+    assert robust.optimal_tokens == pytest.approx(clean.optimal_tokens, rel=0.1)
+
+
+def test_fewer_than_three_points_in_a_budget_is_refused():
+    runs = synthetic_runs(budgets=(1e19,))[:2]
+    with pytest.raises(ScalingFitError, match=r"budget 1e\+19 has 2 run\(s\); a parabola "
+                       "needs at least 3"):
+        fit_budget(1e19, runs)
+
+
+def test_nan_and_infinite_losses_are_dropped_with_a_counted_warning(caplog):
+    runs = synthetic_runs()
+    runs[0] = RunRecord(runs[0].params, runs[0].tokens, runs[0].flops, math.nan, 1e18)
+    runs[10] = RunRecord(runs[10].params, runs[10].tokens, runs[10].flops, math.inf, 3e18)
+    with caplog.at_level(logging.WARNING, logger="marin.scaling_laws"):
+        analysis = fit_isoflops(runs)
+    assert len(analysis.dropped) == 2
+    assert "dropped 2 run(s) with NaN, infinite or non-positive values" in caplog.text
+    assert sum(b.points for b in analysis.budgets) == len(runs) - 2
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", header[16:24])
+
+
+def test_plots_are_written_as_png_and_interactive_html(tmp_path: Path):
+    runs = synthetic_runs(noise=0.003, seed=3)
+    analysis = fit_isoflops(runs)
+    files = write_isoflop_plots(analysis, runs, tmp_path / "isoflops")
+    files += write_scaling_plots(analysis, tmp_path / "scaling", target=1e21)
+    for f in files:
+        assert f.stat().st_size > 10_000, f
+    width, height = _png_size(tmp_path / "isoflops.png")
+    assert width >= 800 and height >= 600
+    page = (tmp_path / "scaling.html").read_text()
+    assert "plotly" in page and "1e+21" in page
+
+
+def test_scaling_fit_command_end_to_end(tmp_path: Path):
+    runs = synthetic_runs(noise=0.002, seed=5)
+    table = tmp_path / "runs.jsonl"
+    table.write_text("\n".join(json.dumps({"params": r.params, "tokens": r.tokens,
+                                           "flops": r.flops, "loss": r.loss,
+                                           "budget": r.budget}) for r in runs))
+    out = subprocess.run([sys.executable, "-m", "marin.cli", "scaling", "fit", str(table),
+                          "--target", "3e19", "--out", str(tmp_path / "plots"), "--bootstrap",
+                          "50", "--json"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300, env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    n_true, _ = true_optimum(3e19)
+    assert report["target"]["approach3_params"] == pytest.approx(n_true, rel=0.15)
+    assert report["target"]["nearest_candidate"]["budget"] == 3e19
+    assert {Path(f).name for f in report["files"]} == {
+        "isoflops.png", "isoflops.html", "scaling.png", "scaling.html", "fit.json"}
+
+
+def test_scaling_candidates_command(tmp_path: Path):
+    out = subprocess.run([sys.executable, "-m", "marin.cli", "scaling", "candidates",
+                          "--budget", "3e19", "--hardware", "gpu-h200", "--json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert rows and all(r["hardware"] == "gpu-h200" for r in rows)
+    bad = subprocess.run([sys.executable, "-m", "marin.cli", "scaling", "candidates",
+                          "--budget", "3e19", "--heuristic", "nope"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2
+    assert "no marin.scaling_heuristics plugin named 'nope'; available: completed-adamh" \
+        in bad.stderr

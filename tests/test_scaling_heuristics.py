@@ -1,0 +1,92 @@
+"""The CompletedAdamh heuristic: the seed's snippet, its rules and its refusals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from marin.hardware import get_preset
+from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS, NoCandidateError
+from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+
+
+def test_the_seed_snippet_gives_sensible_candidates():
+    heuristic = CompletedAdamhHeuristic(vocab_size=50257)
+    assert DEFAULT_BUDGETS[3] == 3e19
+    candidates = list(heuristic.candidates_for_budget(DEFAULT_BUDGETS[3]))
+    assert len(candidates) >= 5
+    memory = get_preset(heuristic.hardware).memory_bytes
+    for cfg in candidates:
+        m = cfg.model_config
+        assert (m.hidden_dim, m.vocab_size, m.head_dim) == (m.hidden_dim, 50257, 128)
+        assert abs(cfg.flops - 3e19) <= 0.01 * 3e19
+        assert cfg.flops == pytest.approx(cfg.tokens * m.training_flops_per_token())
+        assert cfg.tokens == cfg.batch_size * cfg.train_steps * cfg.seq_len
+        assert cfg.batch_size & (cfg.batch_size - 1) == 0  # a power of two
+        assert 1 <= cfg.tokens_per_param <= 250
+        assert cfg.estimated_memory_per_device <= memory
+        assert cfg.estimated_device_hours == pytest.approx(
+            cfg.flops / (get_preset("gpu-h100").peak_bf16_flops * 0.4) / 3600)
+    params = [c.params for c in candidates]
+    assert params == sorted(params) and params[-1] / params[0] > 5  # a real IsoFLOP span
+
+
+def test_depth_rule_matches_marins():
+    h = CompletedAdamhHeuristic()
+    assert [h.num_layers_for(x) for x in (512, 1024, 2048, 4096)] == [6, 11, 21, 40]
+
+
+def test_hyperparameters_at_the_reference_point_are_the_base_values():
+    h = CompletedAdamhHeuristic()
+    opt = h.optimizer_for(h.reference_batch_size, h.reference_tokens)
+    assert opt.learning_rate == pytest.approx(h.lr_base)
+    assert opt.adam_learning_rate == pytest.approx(h.adam_lr_base)
+    assert opt.epsilon == pytest.approx(h.epsilon_base)
+    assert opt.beta2 == pytest.approx(h.beta2_base)
+
+
+def test_hyperparameters_scale_with_batch_and_tokens_as_documented():
+    h = CompletedAdamhHeuristic()
+    b0, t0 = h.reference_batch_size, h.reference_tokens
+    double_batch = h.optimizer_for(4 * b0, t0)
+    assert double_batch.learning_rate == pytest.approx(2 * h.lr_base)  # sqrt(4)
+    assert double_batch.adam_learning_rate == pytest.approx(2 * h.adam_lr_base)
+    assert double_batch.epsilon == pytest.approx(h.epsilon_base / 2)
+    assert double_batch.beta2 == pytest.approx(max(0.9, h.beta2_base**4))
+    longer = h.optimizer_for(b0, 10 * t0)
+    assert longer.learning_rate == pytest.approx(h.lr_base * 10**-0.3)
+    assert h.optimizer_for(b0 * 100000, t0).beta2 == 0.9  # clipped
+
+
+def test_candidates_for_every_default_budget():
+    h = CompletedAdamhHeuristic(vocab_size=50257)
+    for budget in DEFAULT_BUDGETS:
+        assert list(h.candidates_for_budget(budget)), budget
+
+
+@pytest.mark.parametrize("budget", [0, -1e19, math.nan, math.inf])
+def test_a_budget_at_or_below_zero_is_refused(budget):
+    with pytest.raises(ValueError, match="budget must be a positive number of FLOPs"):
+        list(CompletedAdamhHeuristic().candidates_for_budget(budget))
+
+
+def test_a_budget_too_small_names_the_smallest_that_works():
+    h = CompletedAdamhHeuristic(vocab_size=50257)
+    with pytest.raises(NoCandidateError) as info:
+        h.candidates_or_explain(1e12)
+    message = str(info.value)
+    assert "no candidate fits a budget of 1e+12 FLOPs" in message
+    smallest = float(message.rsplit("about ", 1)[1].split(" ")[0])
+    assert list(h.candidates_for_budget(smallest * 1.01)) or list(
+        h.candidates_for_budget(smallest))
+    assert not list(h.candidates_for_budget(smallest / 1.2))
+
+
+def test_a_small_accelerator_removes_candidates_that_do_not_fit():
+    big = list(CompletedAdamhHeuristic(hardware="gpu-h200", devices=1).candidates_for_budget(
+        1e20))
+    small = list(CompletedAdamhHeuristic(hardware="tpu-v5e", devices=1).candidates_for_budget(
+        1e20))
+    assert len(small) < len(big)
+    assert all(c.estimated_memory_per_device <= 16 * 2**30 for c in small)

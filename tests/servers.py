@@ -60,10 +60,11 @@ def gcs_emulator() -> Iterator[str]:
 
 
 @contextmanager
-def s3_server() -> Iterator[str]:
+def _serve(program: str, *args: str) -> Iterator[str]:
+    """Run a server from this environment's bin folder on a free loopback port."""
     port = free_port()
-    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
-    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)],
+    exe = shutil.which(program, path=str(Path(sys.executable).parent)) or program
+    proc = subprocess.Popen([exe, *[a.replace("{port}", str(port)) for a in args]],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port)
@@ -71,6 +72,11 @@ def s3_server() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def s3_server():
+    """moto's S3 server."""
+    return _serve("moto_server", "-H", "127.0.0.1", "-p", "{port}")
 
 
 def create_gcs_bucket(endpoint: str, location: str | None = None) -> str:
@@ -100,17 +106,7 @@ S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
           "AWS_DEFAULT_REGION": "eu-west-1"}
 
 
-@contextmanager
-def multi_region_gcs_emulator() -> Iterator[str]:
+def multi_region_gcs_emulator():
     """gcp-storage-emulator, which reports its buckets as multi-region ("US")."""
-    port = free_port()
-    exe = shutil.which("gcp-storage-emulator", path=str(Path(sys.executable).parent))
-    proc = subprocess.Popen([exe or "gcp-storage-emulator", "start", "--host", "127.0.0.1",
-                             "--port", str(port), "--in-memory"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    return _serve("gcp-storage-emulator", "start", "--host", "127.0.0.1", "--port", "{port}",
+                  "--in-memory")

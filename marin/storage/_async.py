@@ -11,7 +11,18 @@ from typing import Any
 
 from fsspec.asyn import sync
 
-from marin.storage.base import Blob, Storage
+from marin.storage.base import Blob, Storage, StorageError
+
+
+def split_bucket_url(url: str, scheme: str) -> tuple[str, str]:
+    """``("bucket", "key/path")`` of ``scheme://bucket/key/path``, or a StorageError."""
+    prefix = f"{scheme}://"
+    if not url.startswith(prefix):
+        raise StorageError(f"not a {prefix} URL: {url!r}")
+    bucket, _, key = url[len(prefix):].partition("/")
+    if not bucket:
+        raise StorageError(f"{url!r} names no bucket")
+    return bucket, key
 
 
 class AsyncObjectStorage(Storage):
@@ -43,3 +54,15 @@ class AsyncObjectStorage(Storage):
             return list(await asyncio.gather(*(one(p) for p in paths)))
 
         return self._run(gather()) if paths else []
+
+    def exists(self, path: str) -> bool:
+        return self.read(path) is not None or bool(self.list_dir(path))
+
+    def check_writable(self, path: str) -> None:
+        probe = f"{path.rstrip('/')}/.marin-write-probe"
+        try:
+            token = self.create_if_absent(probe, b"")
+            if token is not None:
+                self.delete_if_unchanged(probe, token)
+        except OSError as e:
+            raise StorageError(f"prefix {path} is not writable: {e}") from e

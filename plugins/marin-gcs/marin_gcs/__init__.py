@@ -18,19 +18,14 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # before gc
 
 from gcsfs.core import GCSFileSystem
 
-from marin.storage import AsyncObjectStorage, Blob, StorageError
+from marin.storage import AsyncObjectStorage, Blob, StorageError, split_bucket_url
 from marin.storage.bucket import BucketInfo
 
 _BOUNDARY = "marin-boundary-7f3a"
 
 
 def split_url(url: str) -> tuple[str, str]:
-    if not url.startswith("gs://"):
-        raise StorageError(f"not a gs:// URL: {url!r}")
-    bucket, _, key = url[len("gs://"):].partition("/")
-    if not bucket:
-        raise StorageError(f"{url!r} names no bucket")
-    return bucket, key
+    return split_bucket_url(url, "gs")
 
 
 class GcsStorage(AsyncObjectStorage):
@@ -100,18 +95,6 @@ class GcsStorage(AsyncObjectStorage):
             page_token = out.get("nextPageToken")
             if not page_token:
                 return sorted(n for n in names if n)
-
-    def exists(self, path: str) -> bool:
-        return self.read(path) is not None or bool(self.list_dir(path))
-
-    def check_writable(self, path: str) -> None:
-        probe = f"{path.rstrip('/')}/.marin-write-probe"
-        try:
-            token = self._upload(probe, b"")
-            if token is not None:
-                self.delete_if_unchanged(probe, token)
-        except (OSError, StorageError) as e:
-            raise StorageError(f"prefix {path} is not writable: {e}") from e
 
     def bucket_info(self, url: str) -> BucketInfo:
         bucket, _ = split_url(url)

@@ -16,19 +16,14 @@ from typing import Any
 import s3fs
 from botocore.exceptions import ClientError
 
-from marin.storage import AsyncObjectStorage, Blob, StorageError
+from marin.storage import AsyncObjectStorage, Blob, StorageError, split_bucket_url
 from marin.storage.bucket import BucketInfo
 
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 
 
 def split_url(url: str) -> tuple[str, str]:
-    if not url.startswith("s3://"):
-        raise StorageError(f"not an s3:// URL: {url!r}")
-    bucket, _, key = url[len("s3://"):].partition("/")
-    if not bucket:
-        raise StorageError(f"{url!r} names no bucket")
-    return bucket, key
+    return split_bucket_url(url, "s3")
 
 
 class S3Storage(AsyncObjectStorage):
@@ -112,18 +107,6 @@ class S3Storage(AsyncObjectStorage):
             if _code(e) == "NoSuchBucket":
                 return []
             raise StorageError(f"cannot list {path}: {e}") from e
-
-    def exists(self, path: str) -> bool:
-        return self.read(path) is not None or bool(self.list_dir(path))
-
-    def check_writable(self, path: str) -> None:
-        probe = f"{path.rstrip('/')}/.marin-write-probe"
-        try:
-            token = self._put(probe, b"")
-            if token is not None:
-                self.delete_if_unchanged(probe, token)
-        except StorageError as e:
-            raise StorageError(f"prefix {path} is not writable: {e}") from e
 
     def bucket_info(self, url: str) -> BucketInfo:
         bucket, _ = split_url(url)

@@ -78,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     presets.add_argument("--json", action="store_true")
     presets.set_defaults(handler=_hardware_list)
 
+    cache = sub.add_parser("cache", help="token caches")
+    cache_sub = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    stats = cache_sub.add_parser("stats", help="figures of every token cache under a path")
+    stats.add_argument("path", help="a cache, or a prefix holding caches (any fsspec URL)")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(handler=_cache_stats)
+
     scaling = sub.add_parser("scaling", help="IsoFLOP candidates and scaling-law fits")
     scaling_sub = scaling.add_subparsers(dest="scaling_command", metavar="ACTION", required=True)
     cand = scaling_sub.add_parser("candidates", help="the runs that use a FLOP budget")
@@ -100,6 +107,12 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--json", action="store_true")
     fit.set_defaults(handler=_scaling_fit)
     return parser
+
+
+def _cache_stats(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import commands
+
+    return _reject_extra(extra) or commands.cache_stats(args.path, args.json)
 
 
 def _scaling_candidates(args: argparse.Namespace, extra: list[str]) -> int:

@@ -279,3 +279,30 @@ def _print_fit(report: dict, analysis, parametric) -> None:
                           f"{nearest['batch_size']}, {nearest['train_steps']} steps")
     for f in report.get("files", []):
         console.print(f"  wrote {f}")
+
+
+def cache_stats(path: str, as_json: bool) -> int:
+    from marin.processing.tokenize.cache import CacheError
+    from marin.processing.tokenize.cache_stats import find_caches, read_cache_stats
+
+    try:
+        caches = find_caches(path)
+        stats = [read_cache_stats(c) for c in caches]
+    except (CacheError, OSError) as e:
+        return _err(str(e))
+    if as_json:
+        print(json.dumps([s.to_json() for s in stats], indent=1))
+        return 0
+    if not stats:
+        return _err(f"no token cache at or under {path}")
+    table = Table(title=f"token caches under {path}", title_justify="left")
+    for column in ("cache", "tokenizer", "complete", "documents", "tokens", "bytes", "shards",
+                   "tokens/byte", "builds", "hits", "hit rate"):
+        table.add_column(column, justify="left" if column == "cache" else "right")
+    for s in stats:
+        table.add_row(s.path, s.tokenizer, "yes" if s.complete else "no",
+                      f"{s.total_elements:,}", f"{s.total_tokens:,}", f"{s.bytes:,}",
+                      str(s.shards), f"{s.tokens_per_byte:.3f}", str(s.builds), str(s.hits),
+                      f"{s.hit_rate:.0%}")
+    _out().print(table)
+    return 0

@@ -1,0 +1,1 @@
+"""Data processing steps: tokenization into a token cache."""

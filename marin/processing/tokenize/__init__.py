@@ -1,0 +1,31 @@
+"""Tokenization into a persistent, resumable token cache.
+
+    from marin.processing.tokenize import TokenizeConfig, tokenize, tokenize_step
+    step = tokenize_step("tokenized/shakespeare", ["data/plays/*.txt"], tokenizer="gpt2")
+
+Submodules: ``cache_stats`` (figures and reuse of caches), ``loader`` (training batches),
+``tokenizer_training`` (a byte-level BPE step), ``encoders`` (gpt2 and tokenizer.json).
+Names are imported on first use, so tokenize worker processes start light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "TokenizeConfig": "marin.processing.tokenize.step",
+    "tokenize": "marin.processing.tokenize.step",
+    "tokenize_step": "marin.processing.tokenize.step",
+    "TrainTokenizerConfig": "marin.processing.tokenize.tokenizer_training",
+    "train_tokenizer": "marin.processing.tokenize.tokenizer_training",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'marin.processing.tokenize' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

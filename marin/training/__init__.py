@@ -3,7 +3,7 @@
     from marin.training import TrainLmConfig, train_lm, train_step
 """
 
-from marin.training.train_lm import (
+from marin.training.trainer import (
     TrainingConfigError,
     TrainingDivergedError,
     TrainLmConfig,

@@ -48,6 +48,24 @@ class TrainingConfigError(ValueError):
     """The config cannot train (for example the data's vocabulary exceeds the model's)."""
 
 
+class TrainingOutOfMemoryError(MemoryError):
+    """The accelerator ran out of memory; the message names the batch size."""
+
+
+def explain_out_of_memory(error: Exception, batch_size: int, devices: int
+                          ) -> TrainingOutOfMemoryError | None:
+    """A clear error for XLA's RESOURCE_EXHAUSTED, or None for any other error."""
+    text = str(error)
+    if "RESOURCE_EXHAUSTED" not in text and "Out of memory" not in text:
+        return None
+    first = text.strip().splitlines()[0][:200]
+    return TrainingOutOfMemoryError(
+        f"out of accelerator memory with TrainLmConfig.batch_size={batch_size} on {devices} "
+        f"device(s) ({first}). Use a smaller batch size (for example {max(1, batch_size // 2)}"
+        "), more devices, or a smaller model; `marin scaling candidates --hardware ...` "
+        "estimates the memory of each candidate")
+
+
 @dataclass(frozen=True)
 class TrainLmConfig:
     """One training run.
@@ -167,6 +185,8 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
         start = int(meta["data_step"])
         metrics.truncate(start)
         logger.info("resumed from %s at step %d", latest, start)
+    sharding = _Sharding(config.batch_size)
+    model, opt_state = sharding.place_state((model, opt_state))
     step_fn = make_train_step(tx, config.optimizer.z_loss_weight, dtype)
     eval_fn = make_eval_step(dtype)
     flops_per_step = config.model.training_flops_per_token() * config.batch_size \
@@ -179,7 +199,14 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
         _, batch = next(train_iter)
         profiling = _maybe_profile(config, step)
         t0 = time.perf_counter()
-        model, opt_state, loss, grad_norm = step_fn(model, opt_state, jnp.asarray(batch))
+        try:
+            model, opt_state, loss, grad_norm = step_fn(model, opt_state,
+                                                        sharding.place_batch(batch))
+        except jax.errors.JaxRuntimeError as e:
+            oom = explain_out_of_memory(e, config.batch_size, sharding.count)
+            if oom is None:
+                raise
+            raise oom from e
         loss = float(loss)
         elapsed = time.perf_counter() - t0
         if profiling:
@@ -215,6 +242,40 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
     with fsspec.open(f"{config.output_path.rstrip('/')}/summary.json", "w") as f:
         json.dump(summary, f, indent=1)
     return summary
+
+
+class _Sharding:
+    """Data parallelism plus FSDP over the local devices.
+
+    One mesh axis, ``data``, spans every device: batches are split along their batch axis,
+    and every parameter (and its optimizer state) with an ``embed`` axis is split along it
+    (the haliax axis mapping ``{"embed": "data"}``), so each device holds 1/n of the model.
+    XLA inserts the all-gathers and reduce-scatters. On one device nothing is placed.
+    """
+
+    PARAMETER_MAPPING = {"embed": "data"}
+
+    def __init__(self, batch_size: int):
+        devices = jax.devices()
+        self.count = len(devices)
+        if self.count > 1 and batch_size % self.count:
+            raise TrainingConfigError(
+                f"TrainLmConfig.batch_size={batch_size} must be a multiple of the "
+                f"{self.count} devices for data parallelism")
+        self.mesh = jax.sharding.Mesh(np.array(devices), ("data",))
+        self.batch = jax.sharding.NamedSharding(self.mesh,
+                                                jax.sharding.PartitionSpec("data", None))
+
+    def place_state(self, state: Any) -> Any:
+        if self.count == 1:
+            return state
+        with hax.partitioning.set_mesh(self.mesh):
+            return hax.shard(state, self.PARAMETER_MAPPING)
+
+    def place_batch(self, batch: np.ndarray) -> jax.Array:
+        if self.count == 1:
+            return jnp.asarray(batch)
+        return jax.device_put(batch, self.batch)
 
 
 def _check_config(config: TrainLmConfig) -> None:

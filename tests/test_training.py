@@ -253,3 +253,34 @@ def test_out_of_memory_names_the_batch_size_and_suggests_a_fix():
     assert "TrainLmConfig.batch_size=64 on 8 device(s)" in str(error)
     assert "smaller batch size (for example 32)" in str(error)
     assert explain_out_of_memory(jax.errors.JaxRuntimeError("INTERNAL: other"), 64, 8) is None
+
+
+def test_train_step_turns_heuristic_candidates_into_executor_steps(cache: Path, tmp_path: Path):
+    """A miniature sweep: candidates of a small budget, each trained through the executor."""
+    from marin.execution import Executor
+    from marin.processing.tokenize import tokenize_step
+    from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+    from marin.training import train_step
+
+    heuristic = CompletedAdamhHeuristic(vocab_size=VOCAB, seq_len=64, hardware="cpu",
+                                        devices=1, min_hidden=32, max_hidden=96,
+                                        hidden_step=32, head_dim=32, target_steps=20,
+                                        min_batch_size=4, min_train_steps=10,
+                                        reference_batch_size=4, reference_tokens=5e5)
+    candidates = list(heuristic.candidates_for_budget(1e11))
+    assert len(candidates) >= 2
+    tokenized = tokenize_step("tokenized/plays", [str(cache / "train")],
+                              [str(cache / "validation")], tokenizer=str(cache / "tokenizer"),
+                              num_processes=1)
+    steps = [train_step(f"train/d{c.model_config.hidden_dim}", tokenized, c,
+                        tokenizer=str(cache / "tokenizer")) for c in candidates]
+    result = Executor(str(tmp_path / "prefix"), max_concurrent=1).run(steps)
+    assert result.ok, result.summary()
+    for step, candidate in zip(steps, candidates, strict=True):
+        out = result.plan.entry_of(result.plan.graph.node_of(step)).output_path
+        summary = json.loads(Path(out, "summary.json").read_text())
+        assert summary["params"] == candidate.params
+        assert summary["flops"] == pytest.approx(candidate.flops)
+        assert summary["eval_loss"] < float(jax.numpy.log(VOCAB))
+    totals = Executor(str(tmp_path / "prefix")).plan(steps).totals()
+    assert totals["skip"] == len(steps) + 1

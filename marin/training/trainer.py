@@ -195,6 +195,7 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
     loader = DataLoader(data, config.batch_size, seed=config.seed, start_step=start)
     last_loss = math.nan
     train_iter = iter(loader)
+    progress = _progress_bar(config, start)
     for step in range(start, config.train_steps):
         _, batch = next(train_iter)
         profiling = _maybe_profile(config, step)
@@ -227,10 +228,12 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
                 and done < config.train_steps:
             record.update(_evaluate(eval_fn, model, validation, config))
         metrics.add(record)
+        progress(done, loss)
         if config.checkpoint_every and done % config.checkpoint_every == 0 \
                 and done < config.train_steps:
             metrics.flush()  # first: a complete checkpoint implies its metrics are stored
             save_checkpoint(ckpt_root, done, (model, opt_state), {"data_step": done})
+    progress(None, None)
     final: dict[str, Any] = {}
     if validation is not None:
         final = _evaluate(eval_fn, model, validation, config)
@@ -276,6 +279,28 @@ class _Sharding:
         if self.count == 1:
             return jnp.asarray(batch)
         return jax.device_put(batch, self.batch)
+
+
+def _progress_bar(config: TrainLmConfig, start: int):
+    """A rich progress bar on a terminal; log lines (every ``log_every`` steps) otherwise."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return lambda step, loss: None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), transient=True)
+    task = bar.add_task("train", total=config.train_steps, completed=start, loss="-")
+    bar.start()
+
+    def update(step: int | None, loss: float | None) -> None:
+        if step is None:
+            bar.stop()
+        else:
+            bar.update(task, completed=step, loss=f"{loss:.4f}")
+
+    return update
 
 
 def _check_config(config: TrainLmConfig) -> None:

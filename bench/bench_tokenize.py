@@ -88,8 +88,25 @@ def main() -> None:
         assert ours_tokens == baseline_tokens, (ours_tokens, baseline_tokens)
         print(f"corpus: {len(docs)} documents, {size_mb:.1f} MB, {baseline_tokens} tokens")
         print(f"tiktoken encode_ordinary_batch: {baseline_tokens / baseline / 1e6:.2f} M tok/s")
-        print(f"tokenize step (2 processes, cache written): {ours_tokens / ours / 1e6:.2f} "
+        print(f"tokenize step (2 forked processes, cache written): {ours_tokens / ours / 1e6:.2f} "
               f"M tok/s  -> ratio {baseline / ours:.2f} (goal >= 0.8)")
+        # Inside the executor the step runs in a runner thread: workers are spawned instead.
+        import threading
+
+        timing: dict[str, float] = {}
+
+        def in_thread() -> None:
+            t = time.perf_counter()
+            tokenize(TokenizeConfig(train_paths=(str(root / "corpus" / "*.jsonl"),),
+                                    cache_path=str(root / "cache-spawn"), num_processes=2))
+            timing["spawn"] = time.perf_counter() - t
+
+        worker = threading.Thread(target=in_thread)
+        worker.start()
+        worker.join()
+        print(f"tokenize step in an executor thread (2 spawned processes): "
+              f"{ours_tokens / timing['spawn'] / 1e6:.2f} M tok/s  -> ratio "
+              f"{baseline / timing['spawn']:.2f}")
 
         dataset = TokenCacheDataset(str(root / "cache"), seq_len=1024, record_read=False)
         loader = DataLoader(dataset, batch_size=16, seed=0)

@@ -98,14 +98,38 @@ def load_encoder(spec: str) -> Encoder:
 
 def _gpt2() -> TiktokenEncoder:
     import tiktoken
-    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 
     vocab_bpe, encoder_json = gpt2_files()
-    ranks = data_gym_to_mergeable_bpe_ranks(str(vocab_bpe), str(encoder_json))
-    encoding = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
-                                 special_tokens={GPT2_EOS: 50256}, explicit_n_vocab=50257)
     digest = hashlib.sha256(vocab_bpe.read_bytes() + encoder_json.read_bytes()).hexdigest()
+    encoding = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN,
+                                 mergeable_ranks=_gpt2_ranks(vocab_bpe, encoder_json, digest),
+                                 special_tokens={GPT2_EOS: 50256}, explicit_n_vocab=50257)
     return TiktokenEncoder("gpt2", encoding, digest[:16])
+
+
+def _gpt2_ranks(vocab_bpe: Path, encoder_json: Path, digest: str) -> dict[bytes, int]:
+    """tiktoken's conversion of GPT-2's files takes about a second; every tokenize worker
+    needs it, so the result is cached (per file contents) as a pickle."""
+    import pickle
+
+    from tiktoken.load import data_gym_to_mergeable_bpe_ranks
+
+    root = os.environ.get("MARIN_CACHE_DIR") or os.path.join(Path.home(), ".cache", "marin")
+    cached = Path(root) / f"gpt2-ranks-{digest[:16]}.pickle"
+    try:
+        with open(cached, "rb") as f:
+            return pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        pass
+    ranks = data_gym_to_mergeable_bpe_ranks(str(vocab_bpe), str(encoder_json))
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cached.parent, delete=False) as tmp:
+            pickle.dump(ranks, tmp)
+        os.replace(tmp.name, cached)
+    except OSError:
+        pass  # an unwritable cache only costs the conversion next time
+    return ranks
 
 
 def _huggingface(spec: str) -> HuggingFaceEncoder:

@@ -107,7 +107,7 @@ def _run_jobs(jobs: list[ShardJob], ledger: Ledger, processes: int) -> None:
             ledger.record_shard(job.split, shard_name(job.index), tokenize_shard(job))
             progress(job)
         return
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context(_start_method())
     with ProcessPoolExecutor(min(processes, len(jobs)), mp_context=context) as pool:
         pending: dict[Future, ShardJob] = {pool.submit(tokenize_shard, j): j for j in jobs}
         while pending:
@@ -116,6 +116,17 @@ def _run_jobs(jobs: list[ShardJob], ledger: Ledger, processes: int) -> None:
                 job = pending.pop(future)
                 ledger.record_shard(job.split, shard_name(job.index), future.result())
                 progress(job)
+
+
+def _start_method() -> str:
+    """``fork`` when this process has a single thread and no JAX (workers then inherit the
+    loaded tokenizer at no cost); ``spawn`` otherwise, since forking a multithreaded process
+    (an executor's heartbeats, JAX's runtime) can deadlock the child."""
+    import sys
+    import threading
+
+    safe = threading.active_count() == 1 and "jax" not in sys.modules
+    return "fork" if safe and "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 def _progress(total: int):

@@ -138,6 +138,7 @@ class _Run:
         self.dependents = plan.graph.dependents()
         self.waiting_on: dict[StepNode, int] = {}
         self.in_flight: dict[Future[StepOutcome], PlanEntry] = {}
+        self._settled: set[StepNode] = set()
 
     def execute(self) -> RunResult:
         todo = [e for e in self.plan.entries if e.action != "skip"]
@@ -162,10 +163,6 @@ class _Run:
             self.runner.shutdown()
             self.progress.run_finished()
         return self.result
-
-    @property
-    def _settled(self) -> set[StepNode]:
-        return self.__dict__.setdefault("_settled_nodes", set())
 
     def _record_skip(self, entry: PlanEntry) -> None:
         state = "failed" if entry.refused_failure else "skipped"

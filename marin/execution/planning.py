@@ -12,6 +12,7 @@ step, and one ``read_many`` for their info files. Nothing is written.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -95,13 +96,11 @@ class Plan:
     entries: list[PlanEntry]
 
     def entry_of(self, node: StepNode) -> PlanEntry:
-        return self._by_node()[node]
+        return self._by_node[node]
 
+    @functools.cached_property
     def _by_node(self) -> dict[StepNode, PlanEntry]:
-        cache = self.__dict__.get("_index")
-        if cache is None:
-            cache = self.__dict__["_index"] = {e.node: e for e in self.entries}
-        return cache
+        return {e.node: e for e in self.entries}
 
     def totals(self) -> dict[str, Any]:
         counts = {"run": 0, "skip": 0, "wait": 0}

@@ -91,6 +91,8 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
                      description: str | None = None) -> int:
     """Plan or run ``steps`` as ``options`` say; returns the process exit code."""
     out = Console(stderr=options.json)
+    if not out.is_terminal:
+        out.width = 160  # tables in logs and pipes keep their columns
     _configure_logging(out)
     try:
         steps = apply_overrides(steps, overrides or {})

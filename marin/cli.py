@@ -180,7 +180,7 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         load_experiment,
         steps_of,
     )
-    from marin.execution.graph import _topological_order
+    from marin.execution.graph import topological_order
     from marin.execution.overrides import OverrideError, split_override_args
 
     err = Console(stderr=True)
@@ -193,7 +193,7 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         steps = steps_of(load_experiment(args.experiment))
         overrides, rest = split_override_args(extra, [s.name for s in
-                                                      _topological_order(steps)])
+                                                      topological_order(steps)])
     except (ExperimentError, OverrideError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2

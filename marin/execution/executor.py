@@ -173,10 +173,12 @@ class _Run:
 
     def _submit(self, entry: PlanEntry) -> None:
         node = entry.node
+        config = self.plan.graph.resolve_config(node)
+        fingerprint = code_fingerprint(node.step.fn)
         job = StepJob(
             key=node.key, name=node.name, output_path=node.output_path, fn=node.step.fn,
-            config=self.plan.graph.resolve_config(node), info=self._info(entry),
-            code_fingerprint=code_fingerprint(node.step.fn), run_id=self.run_id,
+            config=config, info=self._info(entry, config, fingerprint),
+            code_fingerprint=fingerprint, run_id=self.run_id,
             lease_ttl=self.executor.lease_ttl, poll_interval=self.executor.poll_interval,
             planned_status_run_id=entry.status_record.run_id if entry.status_record else None,
         )
@@ -227,7 +229,7 @@ class _Run:
             self._add_result(entry, "cancelled", error=reason)
         self.in_flight.clear()
 
-    def _info(self, entry: PlanEntry) -> dict[str, Any]:
+    def _info(self, entry: PlanEntry, config: Any, fingerprint: str) -> dict[str, Any]:
         node = entry.node
         step = node.step
         return {
@@ -237,10 +239,10 @@ class _Run:
             "version": node.version,
             "output_path": node.output_path,
             "description": step.description,
-            "config": self.plan.graph.resolve_config(node),
+            "config": config,
             "dependencies": [d.output_path for d in node.dependencies],
             "fn": f"{getattr(step.fn, '__module__', '?')}.{getattr(step.fn, '__qualname__', '?')}",
-            "code_fingerprint": code_fingerprint(step.fn),
+            "code_fingerprint": fingerprint,
             "git_commit": git_commit(),
             "user": current_user(),
             "created": time.time(),

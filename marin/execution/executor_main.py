@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from marin.execution.executor import DEFAULT_LEASE_TTL, Executor
-from marin.execution.graph import StepGraphError, _topological_order
+from marin.execution.graph import StepGraphError, topological_order
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.overrides import OverrideError, apply_overrides, split_override_args
 from marin.execution.progress import SilentProgress, progress_for
@@ -76,7 +76,7 @@ def executor_main(steps: Sequence[ExecutorStep], description: str | None = None,
     """
     argv = list(sys.argv[1:] if args is None else args)
     try:
-        names = [s.name for s in _topological_order(list(steps))]
+        names = [s.name for s in topological_order(list(steps))]
         overrides, rest = split_override_args(argv, names)
     except (OverrideError, StepGraphError, TypeError) as e:
         _fail_usage(str(e))

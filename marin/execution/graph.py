@@ -144,7 +144,7 @@ def _check_steps(steps: Sequence[ExecutorStep]) -> None:
             raise TypeError(f"steps[{i}] is a {type(step).__name__}, not an ExecutorStep")
 
 
-def _topological_order(roots: Sequence[ExecutorStep]) -> list[ExecutorStep]:
+def topological_order(roots: Sequence[ExecutorStep]) -> list[ExecutorStep]:
     """Every step reachable from ``roots``, dependencies first."""
     return _ordered_with_dependencies(roots)[0]
 

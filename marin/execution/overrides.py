@@ -20,7 +20,7 @@ import draccus
 import yaml
 
 from marin.execution.config_tree import map_leaves, with_fields
-from marin.execution.graph import _topological_order, dependencies_of
+from marin.execution.graph import dependencies_of, topological_order
 from marin.execution.step import ExecutorStep, OutputPathOf
 
 
@@ -56,7 +56,7 @@ def apply_overrides(steps: Sequence[ExecutorStep], overrides: dict[str, str]
                     ) -> list[ExecutorStep]:
     if not overrides:
         return list(steps)
-    order = _topological_order(steps)
+    order = topological_order(steps)
     by_name = {s.name: s for s in order}
     per_step: dict[str, list[tuple[list[str], str]]] = {}
     for key, value in overrides.items():

@@ -28,7 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marin.execution.step import ExecutorStep, output_path_of, this_output_path, unversioned_field
+from marin.execution.step import (
+    ComputeEstimate,
+    ExecutorStep,
+    StepResources,
+    output_path_of,
+    this_output_path,
+    unversioned_field,
+)
 from marin.models.config import TransformerConfig
 from marin.models.transformer import Axes, TransformerLM
 from marin.processing.tokenize.cache import CacheError
@@ -114,8 +121,6 @@ def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
                            batch_size=candidate.batch_size, train_steps=candidate.train_steps,
                            optimizer=candidate.optimizer, hardware=candidate.hardware)
     config = replace(config, **overrides)
-    from marin.execution.step import ComputeEstimate, StepResources
-
     return ExecutorStep(name, train_lm, config,
                         description=f"{candidate.params:.3g} params, {candidate.tokens:.3g} "
                         f"tokens, {candidate.flops:.3g} FLOPs",

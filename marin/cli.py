@@ -20,8 +20,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return args.handler(args, extra)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (exit status 2), pointing at ``--help``."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="marin", description="Scaling-law experiments, "
+    parser = _Parser(prog="marin", description="Scaling-law experiments, "
                                      "from a laptop to a cluster.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     ex = sub.add_parser("executor", help="plan or run an experiment's steps",
@@ -34,12 +41,14 @@ def _parser() -> argparse.ArgumentParser:
                     "else ./local_store)")
     ex.add_argument("--run-only", action="append", default=[], metavar="REGEX",
                     help="run only matching steps and their dependencies (repeatable)")
-    ex.add_argument("--max-concurrent", type=int, help="steps running at once")
+    ex.add_argument("--max-concurrent", type=_positive_int, help="steps running at once")
     ex.add_argument("--backend", default="local", help="runner (default: local)")
     ex.add_argument("--no-retry-failed", action="store_true",
                     help="report steps that failed before instead of retrying them")
-    ex.add_argument("--lease-ttl", type=float, default=None,
+    ex.add_argument("--lease-ttl", type=_positive_float, default=None,
                     help="seconds before another executor takes over a silent step")
+    ex.add_argument("--force-run", action="append", default=[], metavar="REGEX",
+                    help="run matching steps again even if they succeeded (repeatable)")
     ex.add_argument("--json", action="store_true", help="print the plan or result as JSON")
     ex.add_argument("--ray-address", help="with --backend ray: the cluster to join "
                     "(default: start a local one)")
@@ -107,6 +116,28 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--json", action="store_true")
     fit.set_defaults(handler=_scaling_fit)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number, got {text}")
+    return value
 
 
 def _cache_stats(args: argparse.Namespace, extra: list[str]) -> int:
@@ -180,7 +211,7 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         load_experiment,
         steps_of,
     )
-    from marin.execution.graph import topological_order
+    from marin.execution.graph import StepGraphError, topological_order
     from marin.execution.overrides import OverrideError, split_override_args
 
     err = Console(stderr=True)
@@ -194,7 +225,7 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         steps = steps_of(load_experiment(args.experiment))
         overrides, rest = split_override_args(extra, [s.name for s in
                                                       topological_order(steps)])
-    except (ExperimentError, OverrideError) as e:
+    except (ExperimentError, OverrideError, StepGraphError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
     if rest:
@@ -204,11 +235,11 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
     options = ExecutorMainConfig(prefix=args.prefix, dry_run=args.dry_run,
                                  run_only=args.run_only, force_run_failed=not args.no_retry_failed,
                                  max_concurrent=args.max_concurrent, backend=args.backend,
-                                 json=args.json)
+                                 json=args.json, force_run=args.force_run)
     if args.lease_ttl is not None:
         options.lease_ttl = args.lease_ttl
     options.ray_address = args.ray_address
-    return run_with_options(steps, options, overrides)
+    return run_with_options(steps, options, overrides, spelling="cli")
 
 
 if __name__ == "__main__":

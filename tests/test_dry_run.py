@@ -94,7 +94,7 @@ def test_run_only_selects_matching_steps_and_their_dependencies(tmp_path: Path):
     a = step("a")
     b = step("b", a)
     c = step("c", a)
-    plan = Executor(str(tmp_path)).plan([b, c], run_only=["^b$"])
+    plan = Executor(str(tmp_path)).plan([b, c], run_only=["^b$"], spelling="cli")
     actions = {e.name: (e.action, e.reason) for e in plan.entries}
     assert actions["a"][0] == "run" and actions["b"][0] == "run"
     assert actions["c"] == ("skip", "not selected by --run-only")

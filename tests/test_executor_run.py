@@ -157,8 +157,9 @@ def test_an_unwritable_prefix_fails_before_any_step_runs(tmp_path: Path):
 def test_a_step_whose_lease_was_taken_over_never_writes_success(tmp_path: Path):
     storage = get_storage(str(tmp_path))
     ex = Executor(str(tmp_path), lease_ttl=30)
-    victim = ExecutorStep("victim", lambda cfg: _steal_lease(cfg["out"]),
+    victim = ExecutorStep("victim", lambda cfg: _steal_lease(output),
                           {"out": this_output_path()})
+    output = ex.plan([victim]).entries[0].output_path
     result = ex.run([victim])
     assert result.steps[0].state == "lost_lease"
     assert not result.ok

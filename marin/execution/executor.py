@@ -7,11 +7,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
+import signal
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +24,13 @@ from marin.execution.graph import StepGraph, StepNode
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
 from marin.execution.progress import Progress, SilentProgress
 from marin.execution.runners import Runner, make_runner
-from marin.execution.status import code_fingerprint, current_user, git_commit
+from marin.execution.status import (
+    attempt_path,
+    code_fingerprint,
+    current_user,
+    function_name,
+    git_commit,
+)
 from marin.execution.step import ExecutorStep
 from marin.execution.worker import StepJob, StepOutcome, abandon_step
 from marin.storage import get_storage
@@ -50,6 +60,8 @@ class RunResult:
     plan: Plan
     steps: list[StepResult] = field(default_factory=list)
     interrupted: bool = False
+    interrupt_signal: int | None = None
+    """The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM, SIGHUP)."""
 
     @property
     def ok(self) -> bool:
@@ -80,6 +92,44 @@ class RunResult:
                 "steps": [s.to_json() for s in self.steps]}
 
 
+def check_positive(name: str, value: float | None, integer: bool = False) -> None:
+    """Refuse a numeric option that is not positive and finite (None means the default)."""
+    if value is None:
+        return
+    kind = "a whole number of at least 1" if integer else "a positive, finite number"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value) or value <= 0 or (integer and value != int(value)):
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+
+
+class Interrupted(KeyboardInterrupt):
+    """A termination signal, handled like Ctrl-C: in-flight steps are marked CANCELLED
+    and their leases released."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_interrupt(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)
+                      ) -> Iterator[None]:
+    """Turn ``signums`` into ``Interrupted`` in the main thread while the block runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in signums}
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)
+
+
 class Executor:
     """Plans and runs steps under ``prefix``; ``backend`` names the runner."""
 
@@ -88,6 +138,9 @@ class Executor:
                  runner: Runner | None = None, runner_options: dict[str, Any] | None = None):
         if not prefix:
             raise ValueError("Executor needs a prefix (a local folder or a storage URL)")
+        check_positive("max_concurrent", max_concurrent, integer=True)
+        check_positive("lease_ttl", lease_ttl)
+        check_positive("poll_interval", poll_interval)
         self.prefix = prefix.rstrip("/") or "/"
         self.max_concurrent = max_concurrent or os.cpu_count() or 1
         self.backend = backend
@@ -108,14 +161,21 @@ class Executor:
             return [f"could not check the bucket of {self.prefix}: {e}"]
 
     def plan(self, steps: Sequence[ExecutorStep], run_only: Sequence[str] | None = None,
-             force_run_failed: bool = True) -> Plan:
+             force_run_failed: bool = True, *, force_run: Sequence[str] | None = None,
+             spelling: str = "draccus") -> Plan:
+        """What a run would do and why; ``force_run`` (regular expressions) reruns matching
+        steps that succeeded before; ``spelling`` ("draccus" or "cli") names options in
+        messages the way the user typed them."""
         graph = StepGraph.build(steps, self.prefix)
         return make_plan(graph, self.prefix, self.storage,
-                         PlanOptions(run_only=run_only, force_run_failed=force_run_failed))
+                         PlanOptions(run_only=run_only, force_run_failed=force_run_failed,
+                                     force_run=force_run, spelling=spelling))
 
     def run(self, steps: Sequence[ExecutorStep], run_only: Sequence[str] | None = None,
-            force_run_failed: bool = True, progress: Progress | None = None) -> RunResult:
-        plan = self.plan(steps, run_only, force_run_failed)
+            force_run_failed: bool = True, progress: Progress | None = None, *,
+            force_run: Sequence[str] | None = None, spelling: str = "draccus") -> RunResult:
+        plan = self.plan(steps, run_only, force_run_failed, force_run=force_run,
+                         spelling=spelling)
         for warning in plan.warnings:
             logger.warning(warning)
         if any(e.action != "skip" for e in plan.entries):
@@ -142,13 +202,13 @@ class _Run:
 
     def execute(self) -> RunResult:
         todo = [e for e in self.plan.entries if e.action != "skip"]
+        todo_nodes = {e.node for e in todo}
+        for entry in todo:  # before any skip is recorded: a refused failure blocks these
+            self.waiting_on[entry.node] = sum(d in todo_nodes for d in entry.node.dependencies)
         for entry in self.plan.entries:
             if entry.action == "skip":
                 self._record_skip(entry)
         self.progress.run_started(self.plan, len(todo))
-        todo_nodes = {e.node for e in todo}
-        for entry in todo:
-            self.waiting_on[entry.node] = sum(d in todo_nodes for d in entry.node.dependencies)
         try:
             for entry in todo:
                 if self.waiting_on[entry.node] == 0 and entry.node not in self._settled:
@@ -157,8 +217,8 @@ class _Run:
                 done, _ = wait(list(self.in_flight), return_when=FIRST_COMPLETED)
                 for future in done:
                     self._finish(self.in_flight.pop(future), future)
-        except KeyboardInterrupt:
-            self._interrupt()
+        except KeyboardInterrupt as e:
+            self._interrupt(getattr(e, "signum", signal.SIGINT))
         finally:
             self.runner.shutdown()
             self.progress.run_finished()
@@ -173,14 +233,16 @@ class _Run:
 
     def _submit(self, entry: PlanEntry) -> None:
         node = entry.node
-        config = self.plan.graph.resolve_config(node)
+        graph = self.plan.graph
         fingerprint = code_fingerprint(node.step.fn)
         job = StepJob(
             key=node.key, name=node.name, output_path=node.output_path, fn=node.step.fn,
-            config=config, info=self._info(entry, config, fingerprint),
+            config=graph.resolve_config(node, attempt_path(node.output_path, self.run_id)),
+            info=self._info(entry, graph.resolve_config(node), fingerprint),
             code_fingerprint=fingerprint, run_id=self.run_id,
             lease_ttl=self.executor.lease_ttl, poll_interval=self.executor.poll_interval,
-            planned_status_run_id=entry.status_record.run_id if entry.status_record else None,
+            planned_status=entry.status_record, rerun=entry.rerun,
+            resume=node.step.resumable,
         )
         self.progress.step_started(entry)
         self.in_flight[self.runner.submit(job, node.step.resources)] = entry
@@ -219,9 +281,11 @@ class _Run:
         self.result.steps.append(StepResult(entry.name, entry.node.key, entry.output_path,
                                             state, seconds, error, tb))
 
-    def _interrupt(self) -> None:
+    def _interrupt(self, signum: int) -> None:
         self.result.interrupted = True
-        reason = "interrupted (Ctrl-C)"
+        self.result.interrupt_signal = signum
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        reason = f"interrupted ({name})"
         self.runner.cancel_running(reason)
         for future, entry in self.in_flight.items():
             future.cancel()
@@ -241,7 +305,7 @@ class _Run:
             "description": step.description,
             "config": config,
             "dependencies": [d.output_path for d in node.dependencies],
-            "fn": f"{getattr(step.fn, '__module__', '?')}.{getattr(step.fn, '__qualname__', '?')}",
+            "fn": function_name(step.fn),
             "code_fingerprint": fingerprint,
             "git_commit": git_commit(),
             "user": current_user(),

@@ -8,6 +8,7 @@
     $ python experiments/tiny.py --dry_run true
     $ python experiments/tiny.py --prefix gs://bucket/x --max_concurrent 4 --run_only 'train/.*'
     $ python experiments/tiny.py --train/tiny.learning_rate 3e-3     # a config override
+    $ python experiments/tiny.py --force_run 'fit/.*'     # run matching steps again
 
 Options are parsed by draccus from ``ExecutorMainConfig``; ``--STEP.FIELD VALUE`` arguments
 override step configs (see ``marin.execution.overrides``).
@@ -15,18 +16,25 @@ override step configs (see ``marin.execution.overrides``).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import draccus
 from rich.console import Console
 from rich.logging import RichHandler
 
-from marin.execution.executor import DEFAULT_LEASE_TTL, Executor
+from marin.execution.executor import (
+    DEFAULT_LEASE_TTL,
+    Executor,
+    check_positive,
+    signals_interrupt,
+)
 from marin.execution.graph import StepGraphError, topological_order
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.overrides import OverrideError, apply_overrides, split_override_args
@@ -50,6 +58,8 @@ class ExecutorMainConfig:
     """Regular expressions: run only matching steps (and what they depend on)."""
     force_run_failed: bool = True
     """Retry steps that failed in an earlier run (false: report them as failed instead)."""
+    force_run: list[str] = field(default_factory=list)
+    """Regular expressions: run matching steps again even if they succeeded before."""
     max_concurrent: int | None = None
     """Steps running at once (default: the number of CPU cores)."""
     backend: str = "local"
@@ -80,29 +90,57 @@ def executor_main(steps: Sequence[ExecutorStep], description: str | None = None,
         overrides, rest = split_override_args(argv, names)
     except (OverrideError, StepGraphError, TypeError) as e:
         _fail_usage(str(e))
-    options = draccus.parse(ExecutorMainConfig, args=rest, prog=sys.argv[0])
+    options = _parse_options(rest)
     code = run_with_options(steps, options, overrides, description)
     if code:
         sys.exit(code)
 
 
+def _parse_options(args: Sequence[str]) -> ExecutorMainConfig:
+    """draccus parsing, with a bad value reported in one line (exit status 2)."""
+    import argparse
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            return draccus.parse(ExecutorMainConfig, args=list(args), prog=sys.argv[0])
+    except SystemExit as e:
+        if e.code in (0, None):  # --help
+            raise
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        _fail_usage(lines[-1].split("error: ", 1)[-1] if lines else "invalid arguments")
+    except (argparse.ArgumentError, ValueError, TypeError, draccus.ParsingError) as e:
+        _fail_usage(f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}; "
+                    "booleans are true or false")
+    raise AssertionError("unreachable")
+
+
+def _check_options(options: ExecutorMainConfig, spelling: str) -> None:
+    dash = "-" if spelling == "cli" else "_"
+    check_positive(f"--max{dash}concurrent", options.max_concurrent, integer=True)
+    check_positive(f"--lease{dash}ttl", options.lease_ttl)
+
+
 def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
                      overrides: dict[str, str] | None = None,
-                     description: str | None = None) -> int:
-    """Plan or run ``steps`` as ``options`` say; returns the process exit code."""
+                     description: str | None = None, spelling: str = "draccus") -> int:
+    """Plan or run ``steps`` as ``options`` say; returns the process exit code. ``spelling``
+    ("draccus" or "cli") names options in messages the way the user typed them."""
     out = Console(stderr=options.json)
     if not out.is_terminal:
         out.width = 160  # tables in logs and pipes keep their columns
     _configure_logging(out)
     try:
-        steps = apply_overrides(steps, overrides or {})
-        executor = Executor(resolve_prefix(options.prefix), options.max_concurrent,
+        _check_options(options, spelling)
+        prefix = resolve_prefix(options.prefix)
+        steps = apply_overrides(steps, overrides or {}, prefix)
+        executor = Executor(prefix, options.max_concurrent,
                             options.backend, lease_ttl=options.lease_ttl,
                             runner_options=_runner_options(options))
         for warning in executor.prefix_warnings():
             out.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
         if options.dry_run:
-            plan = executor.plan(steps, options.run_only, options.force_run_failed)
+            plan = executor.plan(steps, options.run_only, options.force_run_failed,
+                                 force_run=options.force_run, spelling=spelling)
             if options.json:
                 print(json.dumps(plan.to_json(), indent=1, default=str))
             else:
@@ -114,10 +152,13 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
             out.print(f"[bold]{description}[/]")
         progress = SilentProgress() if options.json and not out.is_terminal else \
             progress_for(out)
-        result = executor.run(steps, options.run_only, options.force_run_failed, progress)
+        with _stdout_to_stderr(options.json), signals_interrupt():
+            result = executor.run(steps, options.run_only, options.force_run_failed, progress,
+                                  force_run=options.force_run, spelling=spelling)
     except (UnhashableConfigError, StepGraphError, OverrideError, StorageError,
             ValueError, ConnectionError) as e:
-        Console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        Console(stderr=True).print(f"[bold red]error:[/] {_one_line(e)}", highlight=False,
+                                   soft_wrap=True)
         return 2
     if options.json:
         print(json.dumps({"plan": result.plan.to_json(), "result": result.to_json()},
@@ -125,8 +166,37 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
     else:
         print_result(result, out)
     if result.interrupted:
-        return 130
+        return 128 + (result.interrupt_signal or 2)
     return 0 if result.ok else 1
+
+
+def _one_line(e: BaseException) -> str:
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return " ".join(ln.strip() for ln in lines) if lines else type(e).__name__
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """With --json, stdout carries only the JSON: step output (Python prints and writes to
+    file descriptor 1 by child processes alike) goes to stderr while steps run."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        saved = None
+    if saved is not None:
+        os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _runner_options(options: ExecutorMainConfig) -> dict[str, object]:

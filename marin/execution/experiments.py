@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -43,12 +44,19 @@ def load_experiment(spec: str) -> ModuleType:
         if not path.is_file():
             raise ExperimentError(f"experiment file {spec} does not exist{_known()}")
         return _load_file(path.resolve())
+    cwd = os.getcwd()
+    added = cwd not in sys.path and "" not in sys.path
+    if added:  # the module form names modules of the current folder, as `python -m` does
+        sys.path.insert(0, cwd)
     try:
         return importlib.import_module(spec)
     except ModuleNotFoundError as e:
         if e.name and spec.startswith(e.name):
             raise ExperimentError(f"no experiment file or module named {spec!r}{_known()}") from e
         raise
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
 
 
 def steps_of(module: ModuleType) -> list[ExecutorStep]:

@@ -111,8 +111,11 @@ class StepGraph:
                 stack.extend(node.dependencies)
         return seen
 
-    def resolve_config(self, node: StepNode) -> Any:
-        """The config with every placeholder replaced by a concrete path."""
+    def resolve_config(self, node: StepNode, own_output: str | None = None) -> Any:
+        """The config with every placeholder replaced by a concrete path; with
+        ``own_output``, ``this_output_path()`` points there (an attempt's folder) instead
+        of at the step's output path."""
+        own = node.output_path if own_output is None else own_output
 
         def resolve(leaf: Any) -> Any:
             if isinstance(leaf, ExecutorStep):
@@ -120,7 +123,7 @@ class StepGraph:
             if isinstance(leaf, OutputPathOf):
                 return join_path(self.node_of(leaf.step).output_path, leaf.sub)
             if isinstance(leaf, ThisOutputPath):
-                return join_path(node.output_path, leaf.sub)
+                return join_path(own, leaf.sub)
             if isinstance(leaf, (VersionedValue, UnversionedValue)):
                 return map_leaves(leaf.value, resolve)
             return leaf
@@ -187,8 +190,22 @@ def _ordered_with_dependencies(roots: Sequence[ExecutorStep]
     return order, deps_cache
 
 
+#: The longest file name most filesystems (ext4, xfs, APFS) and object keys' parts accept.
+NAME_MAX = 255
+
+
+def _check_name_length(name: str) -> None:
+    for part in name.split("/"):
+        if len(part.encode()) > NAME_MAX - 20:
+            raise StepGraphError(
+                f"step name {name!r}: the part {part[:40]!r}... is {len(part.encode())} bytes; "
+                f"with its hash suffix it exceeds the {NAME_MAX}-byte limit of file names. "
+                "Shorten it, or split it into folders with '/'")
+
+
 def _make_node(step: ExecutorStep, dep_steps: list[ExecutorStep],
                node_by_step: dict[int, StepNode], prefix: str) -> StepNode:
+    _check_name_length(step.name)
     deps = [node_by_step[id(d)] for d in dep_steps]
     config = canonicalize(step.config, lambda s: node_by_step[id(s)].key)
     version = {"name": step.name, "config": config}

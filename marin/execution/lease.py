@@ -2,21 +2,26 @@
 
     lease = Lease(storage, lease_path(output), owner="run-1a2b", ttl=60)
     if lease.try_acquire():          # exclusive create, or take-over of a stale lease
-        lease.start_heartbeat()      # renews every ttl/3 with compare-and-swap
+        lease.start_heartbeat()      # renews every ttl/10 with compare-and-swap
         ...
-        if lease.renew():            # still ours: safe to write SUCCESS
+        if lease.renew():            # still ours: safe to commit and write SUCCESS
             ...
         lease.release()
 
-A lease is stale when its holder has not renewed it for ``ttl`` seconds (by the reader's
-clock, so clocks must agree to well within ``ttl``). Whoever swaps a stale lease first owns
-it; the old holder's next renewal fails, and a holder that lost its lease never writes
-SUCCESS.
+A lease may be taken over when its holder has not renewed it for ``ttl`` seconds (by the
+reader's clock, so clocks must agree to well within ``ttl``), at once when its holder ran on
+this machine (same host name and boot id) and that process is gone, and when its renewal
+lies more than ``ttl`` in the future (clock skew or a hand edit). Whoever swaps it first
+owns it; the old holder's next renewal fails, and a holder that lost its lease never
+commits. Renewing ten times per ttl lets a step hold the GIL in one long C call for up to
+nine tenths of the ttl before it risks a take-over.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import socket
 import threading
@@ -25,6 +30,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from marin.storage import Storage
+
+HEARTBEATS_PER_TTL = 10
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,7 @@ class LeaseRecord:
     renewed_at: float
     ttl: float
     renewals: int = 0
+    boot_id: str = ""
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -44,17 +52,66 @@ class LeaseRecord:
         """The record, or None when ``raw`` is not a lease (treated as stale)."""
         try:
             data = json.loads(raw)
-            return cls(str(data["owner"]), str(data["host"]), int(data["pid"]),
-                       float(data["renewed_at"]), float(data["ttl"]), int(data["renewals"]))
+            record = cls(str(data["owner"]), str(data["host"]), int(data["pid"]),
+                         float(data["renewed_at"]), float(data["ttl"]), int(data["renewals"]),
+                         str(data.get("boot_id", "")))
         except (ValueError, KeyError, TypeError):
             return None
+        if not (math.isfinite(record.renewed_at) and math.isfinite(record.ttl)):
+            return None  # a lease that could never expire is no lease
+        return record
+
+    def takeover_reason(self, now: float | None = None) -> str | None:
+        """Why another executor may take this lease now (None while it is live): "stale"
+        (not renewed for ttl), "future" (renewed more than ttl ahead of this clock), or
+        "dead" (its holder's process on this machine is gone)."""
+        now = time.time() if now is None else now
+        if now > self.renewed_at + self.ttl:
+            return "stale"
+        if self.renewed_at > now + self.ttl:
+            return "future"
+        if self.holder_is_dead():
+            return "dead"
+        return None
 
     def is_stale(self, now: float | None = None) -> bool:
-        return (time.time() if now is None else now) > self.renewed_at + self.ttl
+        return self.takeover_reason(now) is not None
+
+    def holder_is_dead(self) -> bool:
+        """True only when the holder ran on this very boot of this machine and its process
+        no longer exists; False whenever that cannot be known."""
+        return (bool(self.boot_id) and self.boot_id == boot_id()
+                and self.host == socket.gethostname() and self.pid != os.getpid()
+                and not _process_exists(self.pid))
 
     def describe(self) -> str:
-        age = max(0.0, time.time() - self.renewed_at)
-        return f"{self.owner} on {self.host} (pid {self.pid}), renewed {age:.0f}s ago"
+        age = time.time() - self.renewed_at
+        when = f"{age:.0f}s ago" if age >= 0 else f"{-age:.0f}s in the future"
+        return f"{self.owner} on {self.host} (pid {self.pid}), renewed {when}"
+
+
+@functools.lru_cache(maxsize=1)
+def boot_id() -> str:
+    """This machine's boot id (Linux), or "" where there is none."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (killed, not yet reaped) runs nothing
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def lease_is_live(raw: bytes | None) -> LeaseRecord | None:
@@ -67,13 +124,14 @@ def lease_is_live(raw: bytes | None) -> LeaseRecord | None:
 
 class Lease:
     def __init__(self, storage: Storage, path: str, owner: str, ttl: float):
-        if ttl <= 0:
-            raise ValueError(f"lease ttl must be positive, got {ttl}")
+        if not (math.isfinite(ttl) and ttl > 0):
+            raise ValueError(f"lease ttl must be a positive, finite number of seconds, got {ttl}")
         self.storage = storage
         self.path = path
         self.owner = owner
         self.ttl = ttl
         self.took_over_from: LeaseRecord | None = None
+        self.took_over_reason: str | None = None
         self.holder: LeaseRecord | None = None
         self._token: Any = None
         self._renewals = 0
@@ -100,7 +158,8 @@ class Lease:
         if current is None:  # released between our create and our read
             return self.try_acquire()
         record = LeaseRecord.decode(current.data)
-        if record is not None and not record.is_stale():
+        reason = None if record is None else record.takeover_reason()
+        if record is not None and reason is None:
             self.holder = record
             return False
         token = self.storage.compare_and_swap(self.path, current.token, self._record())
@@ -108,6 +167,7 @@ class Lease:
             return False
         self._token = token
         self.took_over_from = record
+        self.took_over_reason = reason
         return True
 
     def renew(self) -> bool:
@@ -142,7 +202,7 @@ class Lease:
             self._lost.set()  # a released lease can never write SUCCESS
 
     def _beat(self) -> None:
-        interval = self.ttl / 3
+        interval = self.ttl / HEARTBEATS_PER_TTL
         while not self._stop.wait(interval):
             try:
                 if not self.renew():
@@ -152,4 +212,4 @@ class Lease:
 
     def _record(self) -> bytes:
         return LeaseRecord(self.owner, socket.gethostname(), os.getpid(), time.time(),
-                           self.ttl, self._renewals).encode()
+                           self.ttl, self._renewals, boot_id()).encode()

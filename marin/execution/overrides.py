@@ -12,6 +12,7 @@ had been edited.
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +22,12 @@ import yaml
 
 from marin.execution.config_tree import map_leaves, with_fields
 from marin.execution.graph import dependencies_of, topological_order
-from marin.execution.step import ExecutorStep, OutputPathOf
+from marin.execution.step import (
+    ExecutorStep,
+    OutputPathOf,
+    ThisOutputPath,
+    is_external_path_field,
+)
 
 
 class OverrideError(ValueError):
@@ -52,8 +58,11 @@ def split_override_args(args: Sequence[str], step_names: Sequence[str]
     return overrides, rest
 
 
-def apply_overrides(steps: Sequence[ExecutorStep], overrides: dict[str, str]
-                    ) -> list[ExecutorStep]:
+def apply_overrides(steps: Sequence[ExecutorStep], overrides: dict[str, str],
+                    prefix: str | None = None) -> list[ExecutorStep]:
+    """``steps`` with ``overrides`` applied. With ``prefix``, an override that replaces an
+    output placeholder must name a path under ``prefix``, unless the field is declared with
+    ``external_path_field``."""
     if not overrides:
         return list(steps)
     order = topological_order(steps)
@@ -71,7 +80,7 @@ def apply_overrides(steps: Sequence[ExecutorStep], overrides: dict[str, str]
         if any(id(d) in replaced for d in dependencies_of(step)):
             config = map_leaves(config, lambda leaf: _repoint(leaf, replaced))
         for path, value in per_step.get(step.name, []):
-            config = _set_field(config, path, value, step.name)
+            config = _set_field(config, path, value, step.name, prefix)
         if config is not step.config:
             replaced[id(step)] = step.with_config(config)
     return [replaced.get(id(s), s) for s in steps]
@@ -85,7 +94,8 @@ def _repoint(leaf: Any, replaced: dict[int, ExecutorStep]) -> Any:
     return leaf
 
 
-def _set_field(obj: Any, path: list[str], raw: str, where: str) -> Any:
+def _set_field(obj: Any, path: list[str], raw: str, where: str,
+               prefix: str | None = None) -> Any:
     name, rest = path[0], path[1:]
     label = f"{where}.{name}"
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -95,19 +105,45 @@ def _set_field(obj: Any, path: list[str], raw: str, where: str) -> Any:
                                 f"fields are: {', '.join(fields)}")
         current = getattr(obj, name)
         if rest:
-            new = _set_field(current, rest, raw, label)
+            new = _set_field(current, rest, raw, label, prefix)
         else:
             field_type = typing.get_type_hints(type(obj)).get(name, Any)
             new = _decode(field_type, raw, label)
+            if prefix is not None and isinstance(current, _PLACEHOLDERS) \
+                    and not is_external_path_field(fields[name]):
+                _check_under_prefix(new, prefix, label)
         return with_fields(obj, {name: new})
     if isinstance(obj, dict):
         if name not in obj:
             raise OverrideError(f"override {label}: no key {name!r}; keys are: "
                                 f"{', '.join(map(str, obj))}")
         out = dict(obj)
-        out[name] = _set_field(obj[name], rest, raw, label) if rest else yaml.safe_load(raw)
+        out[name] = _set_field(obj[name], rest, raw, label, prefix) if rest \
+            else yaml.safe_load(raw)
+        if not rest and prefix is not None and isinstance(obj[name], _PLACEHOLDERS):
+            _check_under_prefix(out[name], prefix, label)
         return out
     raise OverrideError(f"override {label}: cannot set a field on a {type(obj).__name__}")
+
+
+_PLACEHOLDERS = (ThisOutputPath, OutputPathOf, ExecutorStep)
+
+
+def _check_under_prefix(value: Any, prefix: str, label: str) -> None:
+    text = str(value)
+    if not _is_under(text, prefix):
+        raise OverrideError(
+            f"override {label}={text!r}: an output path must stay under the prefix {prefix}; "
+            "drop the override, or declare the field with external_path_field() if it "
+            "names an input from elsewhere")
+
+
+def _is_under(path: str, prefix: str) -> bool:
+    if "://" in prefix or "://" in path:
+        parts = path.split("/")
+        return path.startswith(prefix.rstrip("/") + "/") and ".." not in parts
+    base = os.path.normpath(os.path.abspath(prefix))
+    return os.path.normpath(os.path.abspath(path)).startswith(base.rstrip(os.sep) + os.sep)
 
 
 def _decode(field_type: Any, raw: str, label: str) -> Any:

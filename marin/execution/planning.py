@@ -5,9 +5,10 @@
         print(entry.name, entry.action, entry.reason)   # "train/tiny  run  no output yet"
     plan.totals()                                       # {"run": 1, "skip": 3, "wait": 0}
 
-Reading is batched: one ``read_many`` for all status files, one for the leases of steps
-that claim to be running, one listing per output folder to find earlier versions of a
-step, and one ``read_many`` for their info files. Nothing is written.
+Reading is batched: one ``read_many`` for all status files, one ``exists_many`` for the
+outputs that SUCCESS statuses name, one ``read_many`` for the leases of steps that claim to
+be running, one listing per output folder to find earlier versions of a step, and one
+``read_many`` for their info files. Nothing is written.
 """
 
 from __future__ import annotations
@@ -41,10 +42,33 @@ logger = logging.getLogger("marin.executor")
 Action = Literal["run", "skip", "wait"]
 
 
+#: How each option is spelled in messages: ``executor_main`` (draccus) or ``marin executor``.
+FLAG_SPELLINGS: dict[str, dict[str, str]] = {
+    "draccus": {"run_only": "--run_only", "force_run": "--force_run",
+                "no_retry": "--force_run_failed is false"},
+    "cli": {"run_only": "--run-only", "force_run": "--force-run",
+            "no_retry": "--no-retry-failed was given"},
+}
+
+
 @dataclass(frozen=True)
 class PlanOptions:
+    """What the user asked of the plan.
+
+    Attributes:
+        run_only: regular expressions; only matching steps and their dependencies run.
+        force_run_failed: retry steps that failed in an earlier run.
+        force_run: regular expressions; matching steps run even if they succeeded before.
+        spelling: ``"draccus"`` or ``"cli"``: how messages name the options.
+    """
+
     run_only: Sequence[str] | None = None
     force_run_failed: bool = True
+    force_run: Sequence[str] | None = None
+    spelling: str = "draccus"
+
+    def flag(self, name: str) -> str:
+        return FLAG_SPELLINGS.get(self.spelling, FLAG_SPELLINGS["draccus"])[name]
 
 
 @dataclass(eq=False)
@@ -58,6 +82,8 @@ class PlanEntry:
     previous_output: str | None = None
     warnings: list[str] = field(default_factory=list)
     refused_failure: bool = False
+    rerun: bool = False
+    """The step runs although its status is SUCCESS (forced, or its output is missing)."""
 
     @property
     def name(self) -> str:
@@ -124,38 +150,70 @@ class Plan:
 
 def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOptions) -> Plan:
     nodes = graph.nodes
-    selected = _selected(graph, options.run_only)
+    selected = _selected(graph, options.run_only, options.flag("run_only"))
+    forced = _matching(graph, options.force_run, options.flag("force_run"))
     statuses = storage.read_many([status_path(n.output_path) for n in nodes])
     entries: list[PlanEntry] = []
     running: list[PlanEntry] = []
     for node, blob in zip(nodes, statuses, strict=True):
         entry = _decide_from_status(node, None if blob is None else blob.data, options)
         if node not in selected and entry.status is not StepStatus.SUCCESS:
-            entry = PlanEntry(node, "skip", "not selected by --run-only", entry.status,
-                              entry.status_record, warnings=entry.warnings)
+            entry = PlanEntry(node, "skip", f"not selected by {options.flag('run_only')}",
+                              entry.status, entry.status_record, warnings=entry.warnings)
+        elif node in forced and entry.action == "skip":
+            entry = PlanEntry(node, "run", f"forced by {options.flag('force_run')}",
+                              entry.status, entry.status_record, warnings=entry.warnings,
+                              rerun=True)
         if entry.status is StepStatus.RUNNING and entry.action == "run":
             running.append(entry)
         entries.append(entry)
+    _check_outputs([e for e in entries if e.action == "skip" and e.status_record is not None
+                    and e.status_record.outputs], storage)
     _resolve_running(running, storage)
     _explain_new_versions([e for e in entries if e.action == "run" and e.status is None],
                           storage)
     return Plan(prefix, graph, entries)
 
 
-def _selected(graph: StepGraph, run_only: Sequence[str] | None) -> set[StepNode]:
-    if not run_only:
-        return set(graph.nodes)
-    patterns = []
-    for text in run_only:
+def _compile(patterns: Sequence[str], flag: str) -> list[re.Pattern[str]]:
+    out = []
+    for text in patterns:
         try:
-            patterns.append(re.compile(text))
+            out.append(re.compile(text))
         except re.error as e:
-            raise ValueError(f"--run_only {text!r} is not a valid regular expression: {e}") from e
-    chosen = [n for n in graph.nodes if any(p.search(n.name) for p in patterns)]
+            raise ValueError(f"{flag} {text!r} is not a valid regular expression: {e}") from e
+    return out
+
+
+def _matching(graph: StepGraph, patterns: Sequence[str] | None, flag: str) -> set[StepNode]:
+    if not patterns:
+        return set()
+    compiled = _compile(patterns, flag)
+    chosen = {n for n in graph.nodes if any(p.search(n.name) for p in compiled)}
     if not chosen:
         names = ", ".join(n.name for n in graph.nodes[:10])
-        raise ValueError(f"--run_only {list(run_only)} matches no step; steps are: {names}")
-    return graph.closure(chosen)
+        raise ValueError(f"{flag} {list(patterns)} matches no step; steps are: {names}")
+    return chosen
+
+
+def _selected(graph: StepGraph, run_only: Sequence[str] | None, flag: str) -> set[StepNode]:
+    if not run_only:
+        return set(graph.nodes)
+    return graph.closure(_matching(graph, run_only, flag))
+
+
+def _check_outputs(entries: list[PlanEntry], storage: Storage) -> None:
+    """A SUCCESS whose committed files are gone is not success: run the step again."""
+    paths = [(e, f"{e.output_path}/{name}") for e in entries for name in e.status_record.outputs]
+    found = storage.exists_many([p for _, p in paths])
+    missing: dict[int, tuple[PlanEntry, list[str]]] = {}
+    for (entry, path), exists in zip(paths, found, strict=True):
+        if not exists:
+            missing.setdefault(id(entry), (entry, []))[1].append(path.rpartition("/")[2])
+    for entry, names in missing.values():
+        entry.action, entry.rerun = "run", True
+        entry.reason = (f"output missing: {', '.join(names[:3])}"
+                        f"{' ...' if len(names) > 3 else ''} (status SUCCESS, files gone)")
 
 
 def _decide_from_status(node: StepNode, raw: bytes | None, options: PlanOptions) -> PlanEntry:
@@ -184,7 +242,8 @@ def _decide_from_status(node: StepNode, raw: bytes | None, options: PlanOptions)
         first_line = (record.error or "unknown error").strip().splitlines()[0]
         if not options.force_run_failed:
             return PlanEntry(node, "skip", f"failed before ({first_line}); not retried because "
-                             "--force_run_failed is false", status, record, refused_failure=True)
+                             f"{options.flag('no_retry')}", status, record,
+                             refused_failure=True)
         return PlanEntry(node, "run", f"failed before: {first_line}", status, record)
     if status is StepStatus.CANCELLED:
         return PlanEntry(node, "run", "cancelled before it finished", status, record)
@@ -195,11 +254,21 @@ def _resolve_running(entries: list[PlanEntry], storage: Storage) -> None:
     leases = storage.read_many([lease_path(e.output_path) for e in entries])
     for entry, blob in zip(entries, leases, strict=True):
         record = None if blob is None else LeaseRecord.decode(blob.data)
-        if record is not None and not record.is_stale():
+        reason = None if record is None else record.takeover_reason()
+        if record is None:
+            entry.reason = "a previous run stopped without finishing (no lease); taking over"
+        elif reason is None:
             entry.action = "wait"
             entry.reason = f"running in another executor: {record.describe()}"
-        elif record is None:
-            entry.reason = "a previous run stopped without finishing (no lease); taking over"
+        elif reason == "dead":
+            entry.reason = (f"lease taken over from a dead pid: {record.describe()}; that "
+                            "process is gone, taking over at once")
+        elif reason == "future":
+            warning = (f"the lease of {record.describe()} was renewed more than its ttl in "
+                       "the future (clock skew or a hand edit); treated as stale")
+            logger.warning(warning)
+            entry.warnings.append(warning)
+            entry.reason = "lease renewed in the future (clock skew); taking over"
         else:
             entry.reason = (f"a previous run stopped without finishing (lease of {record.owner} "
                             "is stale); taking over")

@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from marin.execution.step import join_path
 STATUS_FILE = ".executor_status"
 INFO_FILE = ".executor_info"
 LEASE_FILE = ".executor_lease"
+ATTEMPTS_FOLDER = ".attempts"
 
 
 class StepStatus(enum.StrEnum):
@@ -51,6 +53,13 @@ class StatusRecord:
     traceback: str | None = None
     host: str = ""
     pid: int = 0
+    outputs: list[str] | None = None
+    """With SUCCESS: the names the attempt committed at the top of the output folder."""
+
+    def same_as(self, other: StatusRecord) -> bool:
+        """The same write of the status (not merely an equal status)."""
+        return (self.status, self.run_id, self.time) == (other.status, other.run_id,
+                                                           other.time)
 
     def encode(self) -> bytes:
         data = asdict(self)
@@ -70,15 +79,25 @@ class StatusRecord:
                 traceback=data.get("traceback"),
                 host=str(data.get("host", "")),
                 pid=int(data.get("pid", 0)),
+                outputs=_names(data.get("outputs")),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptRecordError(f"not a valid status record ({e})") from e
 
     @classmethod
     def now(cls, status: StepStatus, run_id: str, code_fingerprint: str,
-            error: str | None = None, traceback: str | None = None) -> StatusRecord:
+            error: str | None = None, traceback: str | None = None,
+            outputs: list[str] | None = None) -> StatusRecord:
         return cls(status, run_id, time.time(), code_fingerprint, error, traceback,
-                   socket.gethostname(), os.getpid())
+                   socket.gethostname(), os.getpid(), outputs)
+
+
+def _names(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError("outputs must be a list of names")
+    return value
 
 
 def status_path(output_path: str) -> str:
@@ -91,6 +110,15 @@ def info_path(output_path: str) -> str:
 
 def lease_path(output_path: str) -> str:
     return join_path(output_path, LEASE_FILE)
+
+
+def attempts_folder(output_path: str) -> str:
+    return join_path(output_path, ATTEMPTS_FOLDER)
+
+
+def attempt_path(output_path: str, run_id: str) -> str:
+    """The folder one attempt writes into; committed into ``output_path`` on success."""
+    return join_path(output_path, f"{ATTEMPTS_FOLDER}/{run_id}")
 
 
 def encode_info(info: dict[str, Any]) -> bytes:
@@ -122,21 +150,44 @@ def _json_default(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _fingerprint_of(module: str, qualname: str, source: str) -> str:
-    return hashlib.sha256(f"{module}:{qualname}\n{source}".encode()).hexdigest()[:16]
+def _fingerprint_of(qualname: str, source: str) -> str:
+    return hashlib.sha256(f"{qualname}\n{source}".encode()).hexdigest()[:16]
 
 
 def code_fingerprint(fn: Any) -> str:
-    """A hash of the step function's source (its bytecode where the source is missing)."""
+    """A hash of the step function's name and source (its bytecode where the source is
+    missing). The module's name is left out: one file run as a script (``__main__``), loaded
+    by ``marin executor`` or imported as a module is one function."""
     target = inspect.unwrap(fn)
-    module = getattr(target, "__module__", "") or ""
     qualname = getattr(target, "__qualname__", type(target).__qualname__)
     try:
         source = _source_of(target)
     except (OSError, TypeError):
         code = getattr(target, "__code__", None)
         source = code.co_code.hex() if code is not None else ""
-    return _fingerprint_of(module, qualname, source)
+    return _fingerprint_of(qualname, source)
+
+
+def function_name(fn: Any) -> str:
+    """``module.qualname`` of a step function, naming a script by its path
+    (``experiments.hello_pipeline``) however it was loaded."""
+    target = inspect.unwrap(fn)
+    module = getattr(target, "__module__", None) or "?"
+    if module == "__main__" or module.startswith("marin_experiment_"):
+        spec = getattr(sys.modules.get(module), "__spec__", None)
+        path = getattr(sys.modules.get(module), "__file__", None)
+        if module == "__main__" and spec is not None and spec.name:
+            module = spec.name
+        elif path:
+            module = _dotted(path)
+    return f"{module}.{getattr(target, '__qualname__', '?')}"
+
+
+def _dotted(path: str) -> str:
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    base = relative if not relative.startswith("..") else os.path.basename(absolute)
+    return base.removesuffix(".py").replace(os.sep, ".")
 
 
 _SOURCE_CACHE: dict[Any, str] = {}

@@ -31,6 +31,7 @@ ConfigT = TypeVar("ConfigT")
 T = TypeVar("T")
 
 UNVERSIONED_METADATA_KEY = "marin.unversioned"
+EXTERNAL_METADATA_KEY = "marin.external_path"
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class ExecutorStep(Generic[ConfigT]):
         description: a line for the dry run and the info file.
         resources: what the runner must reserve for the step.
         estimate: the step's declared compute, totalled by the dry run.
+        resumable: each attempt writes into a folder of its own, committed into the output
+            only on success; a resumable step's new attempt starts from a copy of the latest
+            unfinished attempt's files (checkpoints, a token cache's finished shards).
     """
 
     name: str
@@ -84,6 +88,7 @@ class ExecutorStep(Generic[ConfigT]):
     description: str | None = None
     resources: StepResources = field(default_factory=StepResources)
     estimate: ComputeEstimate | None = None
+    resumable: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip("/"):
@@ -110,8 +115,11 @@ class OutputPathOf:
     step: ExecutorStep
     sub: str = ""
 
+    def __post_init__(self) -> None:
+        check_sub_path(self.sub, f"output_path_of({self.step.name!r}, ...)")
+
     def __truediv__(self, sub: str) -> OutputPathOf:
-        return OutputPathOf(self.step, _join(self.sub, sub))
+        return OutputPathOf(self.step, _join(self.sub, check_sub_path(sub, "output_path / sub")))
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,9 @@ class ThisOutputPath:
     """Placeholder for the output path of the step whose config holds it."""
 
     sub: str = ""
+
+    def __post_init__(self) -> None:
+        check_sub_path(self.sub, "this_output_path(...)")
 
 
 @dataclass(frozen=True)
@@ -170,6 +181,31 @@ def unversioned_field(**kwargs: Any) -> Any:
     metadata = dict(kwargs.pop("metadata", None) or {})
     metadata[UNVERSIONED_METADATA_KEY] = True
     return field(metadata=metadata, **kwargs)
+
+
+def external_path_field(**kwargs: Any) -> Any:
+    """A dataclass ``field(...)`` holding a path outside the prefix (an external input):
+    a command-line override may point it anywhere. Overrides of other fields whose value
+    is an output placeholder must stay under the prefix."""
+    metadata = dict(kwargs.pop("metadata", None) or {})
+    metadata[EXTERNAL_METADATA_KEY] = True
+    return field(metadata=metadata, **kwargs)
+
+
+def is_external_path_field(f: dataclasses.Field) -> bool:
+    return bool(f.metadata.get(EXTERNAL_METADATA_KEY, False))
+
+
+def check_sub_path(sub: str, where: str) -> str:
+    """``sub`` when it is a relative path inside an output; ValueError otherwise."""
+    if not isinstance(sub, str):
+        raise TypeError(f"{where}: the sub-path must be a string, got {type(sub).__name__}")
+    parts = sub.replace("\\", "/").split("/")
+    if "://" in sub or sub.startswith(("/", "~")) or ".." in parts or (
+            len(sub) > 1 and sub[1] == ":"):
+        raise ValueError(f"{where}: sub-path {sub!r} must stay inside the output: a relative "
+                         "path without '..', not absolute and not a URL")
+    return sub
 
 
 def is_unversioned_field(f: dataclasses.Field) -> bool:

@@ -5,17 +5,25 @@ thread, a process or a Ray worker.
 
 The protocol, the same for every runner and every storage backend:
 
-1. while the status is not SUCCESS, try to take the lease (free or stale); if another
-   executor holds it, wait and poll;
+1. while the status is not SUCCESS, try to take the lease (free, stale, or held by a dead
+   process on this machine); if another executor holds it, wait and poll;
 2. with the lease, read the status again (another executor may have just finished), write
    ``.executor_info`` and RUNNING, start the heartbeat;
-3. run ``fn(config)``; on an exception write FAILED with the traceback;
-4. renew the lease once more: only a holder that still owns it writes SUCCESS;
+3. run ``fn(config)``: the config's own output path points at this attempt's folder,
+   ``<output>/.attempts/<run id>``, so a paused or killed attempt never writes into the
+   output itself; on an exception write FAILED with the traceback;
+4. check the lease (a compare-and-swap renewal): only a holder that still owns it moves
+   its attempt folder into the output (the commit) and writes SUCCESS;
 5. release the lease.
+
+Design note: object stores offer no fencing, so an attempt cannot be stopped from writing
+once its lease is lost. Giving each attempt its own folder moves the question from "who may
+write" to "who may commit", which a compare-and-swap on the lease answers.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -27,6 +35,8 @@ from marin.execution.lease import Lease, LeaseRecord
 from marin.execution.status import (
     StatusRecord,
     StepStatus,
+    attempt_path,
+    attempts_folder,
     encode_info,
     info_path,
     lease_path,
@@ -51,7 +61,11 @@ class StepJob:
     run_id: str
     lease_ttl: float
     poll_interval: float
-    planned_status_run_id: str | None = None
+    planned_status: StatusRecord | None = None
+    rerun: bool = False
+    """Run even though the planned status is SUCCESS (forced, or its output is missing)."""
+    resume: bool = False
+    """Start from a copy of the latest unfinished attempt's files (see ExecutorStep)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +107,7 @@ class ActiveSteps:
         with self._lock:
             active = list(self._steps.values())
         for item in active:
-            if item.lease.held:
+            if item.lease.held and item.lease.renew():
                 _write_status(item, StepStatus.CANCELLED, error=reason)
             item.lease.release()
         return [a.job.key for a in active]
@@ -116,27 +130,89 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         storage.write(info_path(job.output_path), encode_info(job.info))
         _write_status(item, StepStatus.RUNNING)
         lease.start_heartbeat()
+        attempt = attempt_path(job.output_path, job.run_id)
+        if job.resume:
+            _adopt_latest_attempt(storage, job)
         try:
-            job.fn(job.config)
+            with _exit_guard():
+                job.fn(job.config)
         except BaseException as e:  # the step's own failure, whatever its type
             tb = traceback.format_exc()
-            if lease.held:
-                _write_status(item, StepStatus.FAILED, error=_one_line(e), tb=tb)
+            if not lease.renew():  # never overwrite the status of a step someone took over
+                return _lost(job, storage, started)
+            _write_status(item, StepStatus.FAILED, error=_one_line(e), tb=tb)
             return StepOutcome(job.key, "failed", time.monotonic() - started, _one_line(e), tb)
         if active.cancelled.is_set():
             return StepOutcome(job.key, "cancelled", time.monotonic() - started)
         if not lease.renew():
-            return StepOutcome(job.key, "lost_lease", time.monotonic() - started,
-                               "the step's lease was taken over by another executor while "
-                               "it ran; its result was not marked SUCCESS")
-        _write_status(item, StepStatus.SUCCESS)
+            return _lost(job, storage, started)
+        outputs = storage.move_tree(attempt, job.output_path)
+        _write_status(item, StepStatus.SUCCESS, outputs=outputs)
+        storage.delete_tree(attempts_folder(job.output_path))
         note = None
         if lease.took_over_from is not None:
-            note = f"took over the stale lease of {lease.took_over_from.describe()}"
+            note = takeover_note(lease.took_over_from, lease.took_over_reason)
         return StepOutcome(job.key, "succeeded", time.monotonic() - started, note=note)
     finally:
         lease.release()
         active.remove(job.key)
+
+
+def _lost(job: StepJob, storage: Storage, started: float) -> StepOutcome:
+    storage.delete_tree(attempt_path(job.output_path, job.run_id))
+    return StepOutcome(job.key, "lost_lease", time.monotonic() - started,
+                       "the step's lease was taken over by another executor while it ran; "
+                       "this attempt's files were discarded, never committed")
+
+
+def takeover_note(record: LeaseRecord, reason: str | None) -> str:
+    """How a take-over is reported, in the dry run and after the run."""
+    if reason == "dead":
+        return f"took over at once the lease of {record.describe()}: that process is gone"
+    if reason == "future":
+        return (f"took over the lease of {record.describe()}: a renewal more than its ttl "
+                "ahead of this clock (clock skew or a hand edit)")
+    return f"took over the stale lease of {record.describe()}"
+
+
+def _adopt_latest_attempt(storage: Storage, job: StepJob) -> None:
+    """Copy the newest earlier attempt into this one, so a resumable step resumes. A copy,
+    not a move: the earlier attempt may belong to a paused executor that still writes."""
+    folder = attempts_folder(job.output_path)
+    earlier = sorted(n for n in storage.list_dir(folder) if n != job.run_id)
+    if earlier:
+        storage.copy_tree(f"{folder}/{earlier[-1]}", attempt_path(job.output_path, job.run_id))
+
+
+class StepExitError(BaseException):
+    """A step called ``os._exit``; raised in its place so the run records the step."""
+
+
+_IN_STEP = threading.local()
+_GUARD: dict[str, object] = {}
+
+
+def _guarded_exit(code: int) -> None:
+    if os.getpid() == _GUARD["pid"] and getattr(_IN_STEP, "active", False):
+        raise StepExitError(f"the step called os._exit({code}); a step must return or raise. "
+                            "The executor stays alive so that the step is recorded as failed")
+    _GUARD["exit"](code)  # type: ignore[operator]
+
+
+class _exit_guard:
+    """While a step runs in this thread, ``os._exit`` raises instead of ending the process
+    (which would end the executor with status 0 and the step RUNNING). Forked children and
+    other threads keep the real ``os._exit``."""
+
+    def __enter__(self) -> None:
+        if os._exit is not _guarded_exit:
+            _GUARD.update(pid=os.getpid(), exit=os._exit)
+            os._exit = _guarded_exit
+        _GUARD["pid"] = os.getpid()
+        _IN_STEP.active = True
+
+    def __exit__(self, *exc: object) -> None:
+        _IN_STEP.active = False
 
 
 def _acquire_or_finish(job: StepJob, storage: Storage, lease: Lease,
@@ -162,10 +238,11 @@ def _finished_elsewhere(job: StepJob, storage: Storage) -> StepOutcome | None:
         record = StatusRecord.decode(blob.data)
     except ValueError:
         return None
+    planned = job.planned_status is not None and record.same_as(job.planned_status)
     if record.status is StepStatus.SUCCESS:
-        return StepOutcome(job.key, "reused")
-    if (record.status is StepStatus.FAILED and record.run_id != job.run_id
-            and record.run_id != job.planned_status_run_id):
+        return None if planned and job.rerun else StepOutcome(job.key, "reused")
+    if record.status is StepStatus.FAILED and not planned and not job.rerun:
+        # It failed after this run was planned, so during this invocation: report it once.
         return StepOutcome(job.key, "failed", 0.0,
                            f"failed in another executor ({record.run_id} on {record.host}): "
                            f"{record.error}", record.traceback)
@@ -187,8 +264,9 @@ def abandon_step(output_path: str, run_id: str, reason: str) -> None:
 
 
 def _write_status(item: _Active, status: StepStatus, error: str | None = None,
-                  tb: str | None = None) -> None:
-    record = StatusRecord.now(status, item.job.run_id, item.job.code_fingerprint, error, tb)
+                  tb: str | None = None, outputs: list[str] | None = None) -> None:
+    record = StatusRecord.now(status, item.job.run_id, item.job.code_fingerprint, error, tb,
+                              outputs)
     item.storage.write(status_path(item.job.output_path), record.encode())
 
 

@@ -58,6 +58,46 @@ class AsyncObjectStorage(Storage):
     def exists(self, path: str) -> bool:
         return self.read(path) is not None or bool(self.list_dir(path))
 
+    def exists_many(self, paths: Sequence[str]) -> list[bool]:
+        async def gather() -> list[bool]:
+            limit = asyncio.Semaphore(self.read_concurrency)
+
+            async def one(path: str) -> bool:
+                async with limit:
+                    return bool(await self.fs._exists(path))
+
+            return list(await asyncio.gather(*(one(p) for p in paths)))
+
+        return self._run(gather()) if paths else []
+
+    def _files_under(self, folder: str) -> tuple[str, list[str]]:
+        base = self.fs._strip_protocol(folder).rstrip("/")
+        self.fs.invalidate_cache()
+        return base, [f for f in self.fs.find(base) if f.startswith(base + "/")]
+
+    def move_tree(self, src: str, dst: str) -> list[str]:
+        base, files = self._files_under(src)
+        self._copy_files(base, files, dst)
+        if files:
+            self.fs.rm(files)
+        self.fs.invalidate_cache()
+        return sorted({f[len(base) + 1:].split("/", 1)[0] for f in files})
+
+    def copy_tree(self, src: str, dst: str) -> None:
+        base, files = self._files_under(src)
+        self._copy_files(base, files, dst)
+
+    def delete_tree(self, path: str) -> None:
+        _, files = self._files_under(path)
+        if files:
+            self.fs.rm(files)
+        self.fs.invalidate_cache()
+
+    def _copy_files(self, base: str, files: list[str], dst: str) -> None:
+        target = self.fs._strip_protocol(dst).rstrip("/")
+        if files:  # server-side copies, no data through this machine
+            self.fs.copy(files, [f"{target}/{f[len(base) + 1:]}" for f in files])
+
     def check_writable(self, path: str) -> None:
         probe = f"{path.rstrip('/')}/.marin-write-probe"
         try:

@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 
@@ -82,6 +83,33 @@ class LocalStorage(Storage):
 
     def exists(self, path: str) -> bool:
         return os.path.exists(local_path(path))
+
+    def exists_many(self, paths: Sequence[str]) -> list[bool]:
+        return [self.exists(p) for p in paths]
+
+    def move_tree(self, src: str, dst: str) -> list[str]:
+        source, target = local_path(src), local_path(dst)
+        try:
+            names = sorted(os.listdir(source))
+        except FileNotFoundError:
+            return []
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            new = os.path.join(target, name)
+            if os.path.isdir(new) and not os.path.islink(new):
+                # A folder cannot be replaced in one rename: move the old one aside first.
+                aside = _tmp_name(new)
+                os.replace(new, aside)
+                shutil.rmtree(aside, ignore_errors=True)
+            os.replace(os.path.join(source, name), new)
+        return names
+
+    def copy_tree(self, src: str, dst: str) -> None:
+        if os.path.isdir(local_path(src)):
+            shutil.copytree(local_path(src), local_path(dst), dirs_exist_ok=True)
+
+    def delete_tree(self, path: str) -> None:
+        shutil.rmtree(local_path(path), ignore_errors=True)
 
     def check_writable(self, path: str) -> None:
         folder = local_path(path)

@@ -66,6 +66,27 @@ class MemoryStorage(Storage):
     def check_writable(self, path: str) -> None:
         return None
 
+    def move_tree(self, src: str, dst: str) -> list[str]:
+        source, target = _key(src).rstrip("/") + "/", _key(dst).rstrip("/") + "/"
+        with _LOCK:
+            moved = {k: v for k, v in _STORE.items() if k.startswith(source)}
+            for key, (data, _) in moved.items():
+                del _STORE[key]
+                _STORE[target + key[len(source):]] = (data, next(_GENERATIONS))
+        return sorted({k[len(source):].split("/", 1)[0] for k in moved})
+
+    def copy_tree(self, src: str, dst: str) -> None:
+        source, target = _key(src).rstrip("/") + "/", _key(dst).rstrip("/") + "/"
+        with _LOCK:
+            for key, (data, _) in [kv for kv in _STORE.items() if kv[0].startswith(source)]:
+                _STORE[target + key[len(source):]] = (data, next(_GENERATIONS))
+
+    def delete_tree(self, path: str) -> None:
+        folder = _key(path).rstrip("/") + "/"
+        with _LOCK:
+            for key in [k for k in _STORE if k.startswith(folder)]:
+                del _STORE[key]
+
     @staticmethod
     def clear() -> None:
         with _LOCK:

@@ -79,6 +79,26 @@ class Storage(abc.ABC):
     def check_writable(self, path: str) -> None:
         """Raise StorageError naming ``path`` when objects cannot be written under it."""
 
+    def exists_many(self, paths: Sequence[str]) -> list[bool]:
+        """``exists`` for many paths, concurrently; results in the order of ``paths``."""
+        if len(paths) <= 1:
+            return [self.exists(p) for p in paths]
+        with ThreadPoolExecutor(min(self.read_concurrency, len(paths))) as pool:
+            return list(pool.map(self.exists, paths))
+
+    @abc.abstractmethod
+    def move_tree(self, src: str, dst: str) -> list[str]:
+        """Move everything under folder ``src`` to the same relative paths under ``dst``,
+        replacing what is there; returns the names moved to the top of ``dst``."""
+
+    @abc.abstractmethod
+    def copy_tree(self, src: str, dst: str) -> None:
+        """Copy everything under folder ``src`` to the same relative paths under ``dst``."""
+
+    @abc.abstractmethod
+    def delete_tree(self, path: str) -> None:
+        """Delete the folder ``path`` and everything under it (nothing when absent)."""
+
     def bucket_info(self, url: str) -> Any:
         """Location, location type and storage class of the bucket holding ``url``."""
         from marin.storage.bucket import local_bucket_info

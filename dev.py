@@ -3,6 +3,8 @@
 
     python3 dev.py run     # installs what it needs, then runs the example experiment
     python3 dev.py test    # installs what it needs, then runs every test
+    python3 dev.py marin executor --dry-run experiments/hello_pipeline.py   # any marin command
+    python3 dev.py python experiments/hello_pipeline.py --dry_run true      # the venv's python
 
 Only the standard library is used here, so this works on a machine that has nothing but
 Python 3.11 or 3.12. The environment lives in `.venv/` and is reinstalled whenever a
@@ -60,14 +62,24 @@ def ensure_environment() -> Path:
     return _venv_python()
 
 
+COMMANDS = ("run", "test", "marin", "python")
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"run", "test"}:
+    if not argv or argv[0] not in COMMANDS:
+        if argv:
+            print(f"dev.py: unknown command {argv[0]!r}; commands are: {', '.join(COMMANDS)}",
+                  file=sys.stderr)
         print(__doc__)
         return 2
     python = str(ensure_environment())
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if argv[0] == "run":
         command = [python, MAIN_EXPERIMENT, *argv[1:]]
+    elif argv[0] == "marin":
+        command = [python, "-m", "marin.cli", *argv[1:]]
+    elif argv[0] == "python":
+        command = [python, *argv[1:]]
     else:
         command = [python, "-m", "pytest", *argv[1:]]
     return subprocess.run(command, cwd=ROOT, env=env).returncode

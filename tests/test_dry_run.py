@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from marin.execution import ComputeEstimate, Executor, ExecutorStep, StepStatus
+from marin.execution import ComputeEstimate, Executor, ExecutorStep, StepStatus, this_output_path
 from marin.execution.lease import LeaseRecord
 from marin.execution.status import StatusRecord, lease_path, status_path
 from tests.conftest import snapshot
@@ -17,9 +17,9 @@ def _prepare(tmp_path: Path) -> tuple[Executor, list[ExecutorStep]]:
     ex = Executor(str(tmp_path / "prefix"))
     done = step("done")
     failed = step("failed", fail=True)
-    old = ExecutorStep("tuned", work, Cfg("tuned-v1", "ignored"))
+    old = ExecutorStep("tuned", work, Cfg("tuned-v1", this_output_path()))
     ex.run([done, failed, old])
-    new = ExecutorStep("tuned", work, Cfg("tuned-v2", "ignored"))
+    new = ExecutorStep("tuned", work, Cfg("tuned-v2", this_output_path()))
     fresh = step("fresh", done)
     return ex, [done, failed, new, fresh]
 

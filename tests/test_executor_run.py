@@ -228,3 +228,101 @@ def test_the_live_view_on_a_terminal_shows_counts(tmp_path: Path):
     text = buffer.getvalue()
     assert "done 2" in text and "failed 1" in text and "pending 0" in text
     assert "FAILED c-" in text
+
+
+def test_no_retry_failed_blocks_dependents_in_process(tmp_path: Path):
+    boom = step("boom", fail=True)
+    after = step("after", boom)
+    ex = Executor(str(tmp_path))
+    assert not ex.run([after]).ok
+    refused = ex.run([after], force_run_failed=False, spelling="cli")
+    assert {s.name: s.state for s in refused.steps} == {"boom": "failed", "after": "blocked"}
+    assert "--no-retry-failed" in refused.steps[0].error
+    assert CALLS == ["boom"]
+    assert not Path(refused.plan.entries[1].output_path, ".executor_status").exists()
+
+
+def test_a_success_whose_output_is_missing_runs_again(tmp_path: Path):
+    a = step("a")
+    b = step("b", a)
+    ex = Executor(str(tmp_path))
+    assert ex.run([b]).ok
+    a_out = ex.plan([b]).entries[0].output_path
+    Path(a_out, "out.txt").unlink()
+    entries = {e.name: e for e in ex.plan([b]).entries}
+    assert entries["a"].action == "run"
+    assert entries["a"].reason.startswith("output missing: out.txt")
+    assert entries["b"].action == "skip"
+    CALLS.clear()
+    assert ex.run([b]).ok and CALLS == ["a"]
+    assert Path(a_out, "out.txt").read_text() == "a"
+
+
+def test_force_run_reruns_matching_steps_that_succeeded(tmp_path: Path):
+    a, b = step("a"), step("b")
+    ex = Executor(str(tmp_path))
+    assert ex.run([a, b]).ok
+    plan = ex.plan([a, b], force_run=["^b$"], spelling="cli")
+    assert [(e.name, e.action, e.reason) for e in plan.entries] == [
+        ("a", "skip", "already succeeded"), ("b", "run", "forced by --force-run")]
+    CALLS.clear()
+    assert ex.run([a, b], force_run=["^b$"]).ok and CALLS == ["b"]
+    with pytest.raises(ValueError, match="--force_run"):
+        ex.plan([a, b], force_run=["nothing"])
+
+
+def test_each_attempt_writes_in_its_own_folder_and_only_the_commit_reaches_the_output(
+        tmp_path: Path):
+    seen = []
+
+    def write(cfg: dict) -> None:
+        seen.append(cfg["out"])
+        Path(cfg["out"]).mkdir(parents=True)
+        Path(cfg["out"], "result.txt").write_text("done")
+
+    s = ExecutorStep("attempted", write, {"out": this_output_path()})
+    result = Executor(str(tmp_path)).run([s])
+    output = Path(result.plan.entries[0].output_path)
+    assert seen[0].startswith(f"{output}/.attempts/")
+    assert sorted(p.name for p in output.iterdir()) == [
+        ".executor_info", ".executor_status", "result.txt"]
+    assert _status(str(output)).outputs == ["result.txt"]
+    info = json.loads(Path(output, ".executor_info").read_text())
+    assert info["config"]["out"] == str(output)  # the info names the committed path
+
+
+@pytest.mark.parametrize("kwargs", [{"lease_ttl": float("nan")}, {"lease_ttl": float("inf")},
+                                    {"lease_ttl": 0}, {"max_concurrent": 0},
+                                    {"poll_interval": -1.0}])
+def test_numeric_options_must_be_positive_and_finite(tmp_path: Path, kwargs):
+    with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be"):
+        Executor(str(tmp_path), **kwargs)
+
+
+def test_step_identity_does_not_depend_on_how_its_module_was_loaded(tmp_path: Path,
+                                                                    monkeypatch):
+    import importlib.util
+    import sys
+
+    # As a script, the module's `executor_main` runs: make it a dry run under tmp_path.
+    monkeypatch.setattr(sys, "argv", ["x", "--dry_run", "true", "--prefix", str(tmp_path)])
+    from marin.execution.status import code_fingerprint, function_name
+    from tests.conftest import ROOT
+
+    path = ROOT / "experiments" / "hello_pipeline.py"
+    loaded = []
+    for name in ("__main__", "experiments.hello_pipeline"):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        saved = sys.modules.get(name)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+            loaded.append((code_fingerprint(module.fit_zipf), function_name(module.fit_zipf)))
+        finally:
+            if saved is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = saved
+    assert loaded[0][0] == loaded[1][0]
+    assert loaded[1][1] == "experiments.hello_pipeline.fit_zipf"

@@ -57,3 +57,43 @@ def test_a_corrupt_lease_file_counts_as_stale(tmp_path: Path):
     lease = _lease(tmp_path, "me")
     assert lease.try_acquire()
     assert lease.took_over_from is None
+
+
+def test_a_renewal_in_the_future_counts_as_stale(tmp_path: Path):
+    ahead = LeaseRecord("skewed", "elsewhere", 42, time.time() + 3600, 60)
+    (tmp_path / ".executor_lease").write_bytes(ahead.encode())
+    lease = _lease(tmp_path, "me")
+    assert lease.try_acquire()
+    assert lease.took_over_reason == "future"
+    assert "in the future" in ahead.describe()
+
+
+def test_a_lease_that_can_never_expire_is_no_lease(tmp_path: Path):
+    (tmp_path / ".executor_lease").write_text(
+        '{"owner": "x", "host": "h", "pid": 1, "renewed_at": 1e300, "ttl": Infinity, '
+        '"renewals": 0}')
+    assert LeaseRecord.decode((tmp_path / ".executor_lease").read_bytes()) is None
+    assert _lease(tmp_path, "me").try_acquire()
+
+
+def test_a_lease_held_by_a_live_process_here_is_not_taken(tmp_path: Path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from marin.execution.lease import boot_id
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        record = LeaseRecord("other", socket.gethostname(), child.pid, time.time(), 600, 0,
+                             boot_id())
+        (tmp_path / ".executor_lease").write_bytes(record.encode())
+        assert not _lease(tmp_path, "me").try_acquire()
+    finally:
+        child.kill()
+        child.wait()
+    assert boot_id() and record.holder_is_dead()  # gone (and reaped): taken at once
+    lease = _lease(tmp_path, "me")
+    assert lease.try_acquire() and lease.took_over_reason == "dead"
+    assert os.getpid() != child.pid

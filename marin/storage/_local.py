@@ -27,6 +27,11 @@ class LocalStorage(Storage):
                 data = f.read()
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except IsADirectoryError:
+            raise StorageError(f"{path} is a folder where a file is expected; remove or "
+                               "rename it") from None
+        except OSError as e:
+            raise StorageError(f"cannot read {path}: {e.strerror or e}") from e
         return Blob(path, data, _token(data))
 
     def read_many(self, paths: Sequence[str]) -> list[Blob | None]:

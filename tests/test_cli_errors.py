@@ -1,0 +1,114 @@
+"""Bad input through `marin executor` and `executor_main`: one line naming the problem and
+the fix, exit status 2, nothing written; and output that scripts can rely on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from marin.execution import Executor, ExecutorStep, output_path_of, this_output_path
+from marin.execution.graph import StepGraphError
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+HELLO = str(ROOT / "experiments" / "hello_pipeline.py")
+MARIN = str(Path(sys.executable).parent / "marin")
+
+
+def run(*command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(list(command), capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ}, timeout=120)
+
+
+def _one_line_error(out: subprocess.CompletedProcess, *words: str) -> None:
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, out.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--lease-ttl", "nan"], ["--lease-ttl", "positive, finite"]),
+    (["--lease-ttl", "inf"], ["--lease-ttl", "positive, finite"]),
+    (["--max-concurrent", "0"], ["--max-concurrent", "at least 1"]),
+])
+def test_bad_numbers_on_marin_executor(tmp_path: Path, args, words):
+    _one_line_error(run(MARIN, "executor", "--prefix", str(tmp_path), *args, HELLO), *words)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--lease_ttl", "inf"], ["--lease_ttl", "positive, finite"]),
+    (["--max_concurrent", "0"], ["--max_concurrent", "at least 1"]),
+    (["--dry_run", "maybe"], ["maybe"]),
+])
+def test_bad_options_of_an_experiment_script(tmp_path: Path, args, words):
+    _one_line_error(run(sys.executable, HELLO, "--prefix", str(tmp_path), *args), *words)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_override_must_stay_under_the_prefix(tmp_path: Path):
+    out = run(MARIN, "executor", "--prefix", str(tmp_path / "p"), HELLO,
+              "--fit/zipf.output_path", str(tmp_path / "elsewhere"))
+    _one_line_error(out, "fit/zipf.output_path", "must stay under the prefix")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_cycle_is_one_line(tmp_path: Path):
+    experiment = tmp_path / "cycle.py"
+    experiment.write_text(
+        "from marin.execution import ExecutorStep\n"
+        "def fn(config): pass\n"
+        "a = ExecutorStep('a', fn, {'x': None})\n"
+        "b = ExecutorStep('b', fn, {'in': a})\n"
+        "a.config['x'] = b\n"
+        "steps = [b]\n")
+    _one_line_error(run(MARIN, "executor", "--dry-run", "--prefix", str(tmp_path / "p"),
+                        str(experiment)), "cycle")
+
+
+def test_a_status_path_that_is_a_folder_is_one_line(tmp_path: Path):
+    plan = run(MARIN, "executor", "--dry-run", "--json", "--prefix", str(tmp_path), HELLO)
+    first = json.loads(plan.stdout)["steps"][0]["output_path"]
+    Path(first, ".executor_status").mkdir(parents=True)
+    _one_line_error(run(MARIN, "executor", "--prefix", str(tmp_path), HELLO),
+                    ".executor_status is a folder")
+
+
+def test_json_stdout_is_only_json_even_when_steps_print(tmp_path: Path):
+    out = run(MARIN, "executor", "--json", "--prefix", str(tmp_path), HELLO)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["result"]["ok"] is True
+    assert "Zipf exponent" in out.stderr  # the step's own print, on stderr
+
+
+def test_the_module_form_works_from_the_console_script(tmp_path: Path):
+    out = run(MARIN, "executor", "--dry-run", "--json", "--prefix", str(tmp_path),
+              "experiments.hello_pipeline")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["totals"]["run"] == 3
+
+
+def test_dev_py_passes_marin_commands_through_and_names_unknown_ones():
+    unknown = run(sys.executable, str(ROOT / "dev.py"), "foo")
+    assert unknown.returncode == 2
+    assert "unknown command 'foo'" in unknown.stderr
+
+
+def test_sub_paths_and_names_cannot_leave_the_prefix(tmp_path: Path):
+    a = ExecutorStep("a", print, {})
+    for bad in ("../../x", "/abs", "gs://bucket/x", "x/../../y"):
+        with pytest.raises(ValueError, match="must stay inside the output"):
+            this_output_path(bad)
+        with pytest.raises(ValueError, match="must stay inside the output"):
+            output_path_of(a, bad)
+    assert output_path_of(a, "sub/file.txt").sub == "sub/file.txt"
+    with pytest.raises(StepGraphError, match="exceeds the 255-byte limit"):
+        Executor(str(tmp_path)).plan([ExecutorStep("x" * 300, print, {})])

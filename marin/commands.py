@@ -67,6 +67,9 @@ def storage_check(url: str, compute_region: str | None, as_json: bool) -> int:
     from marin.storage.bucket import compute_region as default_region
 
     region = compute_region or default_region()
+    problem = _not_a_location(url)
+    if problem:
+        return _err(problem)
     try:
         info = bucket_info(url)
     except (StorageError, registry.PluginError) as e:
@@ -88,6 +91,21 @@ def storage_check(url: str, compute_region: str | None, as_json: bool) -> int:
     if not warnings:
         console.print("[green]ok:[/] suitable for checkpoints and datasets")
     return 0
+
+
+def _not_a_location(url: str) -> str | None:
+    """Why ``url`` names neither a bucket nor an existing folder (None when it does)."""
+    import os
+
+    from marin.storage import scheme_of
+    from marin.storage._local import local_path
+
+    if not url.strip():
+        return "no URL given: name a bucket (gs://bucket, s3://bucket) or a folder"
+    if scheme_of(url) == "file" and not os.path.isdir(local_path(url)):
+        what = "is a file" if os.path.exists(local_path(url)) else "does not exist"
+        return f"{url} {what}: name a bucket (gs://bucket, s3://bucket) or an existing folder"
+    return None
 
 
 def hardware_list(as_json: bool) -> int:
@@ -200,12 +218,17 @@ def scaling_candidates(budget: float, heuristic_name: str, hardware: str | None,
 
 def scaling_fit(results: str, target: float | None, out_dir: str | None, bootstrap: int,
                 heuristic_name: str, as_json: bool) -> int:
+    import math
     from pathlib import Path
 
     from marin.scaling_laws.isoflop_analysis import ScalingFitError, clean_records, fit_isoflops
     from marin.scaling_laws.parametric import fit_parametric_loss
     from marin.scaling_laws.results import ResultsError, read_results
 
+    if target is not None and not (math.isfinite(target) and target > 0):
+        return _err(f"--target must be a positive FLOP budget such as 3e19, got {target}")
+    if bootstrap < 0:
+        return _err(f"--bootstrap must be 0 (no standard errors) or more, got {bootstrap}")
     try:
         records = read_results(results)
         kept, dropped = clean_records(records)
@@ -214,7 +237,9 @@ def scaling_fit(results: str, target: float | None, out_dir: str | None, bootstr
                                          [r.loss for r in kept], bootstrap=bootstrap)
     except (ResultsError, ScalingFitError, ValueError) as e:
         return _err(str(e))
-    report: dict = {"runs": len(records), "dropped": dropped, **analysis.to_json(),
+    # The rows dropped here (NaN, infinite, non-positive) and any the fit itself set aside.
+    analysis.dropped = [*dropped, *(d for d in analysis.dropped if d not in dropped)]
+    report: dict = {"runs": len(records), **analysis.to_json(),
                     "parametric": {**parametric.as_dict(),
                                    "standard_errors": parametric.standard_errors}}
     if target:
@@ -290,11 +315,11 @@ def cache_stats(path: str, as_json: bool) -> int:
         stats = [read_cache_stats(c) for c in caches]
     except (CacheError, OSError) as e:
         return _err(str(e))
+    if not stats:  # the same answer with and without --json
+        return _err(f"no token cache at or under {path}")
     if as_json:
         print(json.dumps([s.to_json() for s in stats], indent=1))
         return 0
-    if not stats:
-        return _err(f"no token cache at or under {path}")
     table = Table(title=f"token caches under {path}", title_justify="left")
     for column in ("cache", "tokenizer", "complete", "documents", "tokens", "bytes", "shards",
                    "tokens/byte", "builds", "hits", "hit rate"):

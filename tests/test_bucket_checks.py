@@ -87,3 +87,37 @@ def test_an_unknown_scheme_is_one_clear_line():
     assert out.returncode == 2
     assert out.stderr.startswith("error: no storage backend for 'azure://container/x'")
     assert "gs://" in out.stderr and "s3://" in out.stderr
+
+
+@pytest.mark.parametrize("url", ["not-a-url", "", "/nonexistent/dir"])
+def test_storage_check_refuses_what_is_neither_a_bucket_nor_a_folder(url: str):
+    out = subprocess.run([sys.executable, "-m", "marin.cli", "storage", "check", url],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 2, out.stdout
+    assert "ok:" not in out.stdout and "name a bucket" in out.stderr
+
+
+@pytest.mark.parametrize("content", [None, "{not json", '["a list"]'])
+def test_a_bad_google_credentials_file_is_named(tmp_path: Path, content: str | None):
+    key = tmp_path / "key.json"
+    if content is not None:
+        key.write_text(content)
+    env = {k: v for k, v in os.environ.items() if k != "STORAGE_EMULATOR_HOST"}
+    out = subprocess.run([sys.executable, "-m", "marin.cli", "storage", "check", "gs://b"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**env, "GOOGLE_APPLICATION_CREDENTIALS": str(key)})
+    assert out.returncode == 2
+    assert f"GOOGLE_APPLICATION_CREDENTIALS={key}" in out.stderr
+    assert "none were found" not in out.stderr
+
+
+def test_s3_without_credentials_leaves_no_unawaited_coroutine():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") or k == "AWS_EC2_METADATA_DISABLED"}
+    out = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "marin.cli",
+                          "storage", "check", "s3://b"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120,
+                         env={**env, "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+                              "AWS_CONFIG_FILE": "/nonexistent"})
+    assert out.returncode == 2 and "needs AWS credentials" in out.stderr
+    assert "never awaited" not in out.stderr

@@ -112,3 +112,10 @@ def test_sub_paths_and_names_cannot_leave_the_prefix(tmp_path: Path):
     assert output_path_of(a, "sub/file.txt").sub == "sub/file.txt"
     with pytest.raises(StepGraphError, match="exceeds the 255-byte limit"):
         Executor(str(tmp_path)).plan([ExecutorStep("x" * 300, print, {})])
+
+
+def test_cache_stats_with_and_without_json_agree_on_no_cache(tmp_path: Path):
+    for extra in ([], ["--json"]):
+        out = run(MARIN, "cache", "stats", str(tmp_path), *extra)
+        assert out.returncode == 2 and out.stdout == "", out.stdout
+        assert "no token cache" in out.stderr

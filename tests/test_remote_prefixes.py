@@ -69,3 +69,25 @@ def test_dry_run_json_on_a_remote_prefix_writes_nothing(bucket: str):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["totals"]["run"] == 6
     assert storage.list_dir(bucket) == before
+
+
+def test_a_graph_runs_twice_on_a_server_that_sends_no_generation_header(
+        tmp_path: Path, monkeypatch):
+    from marin.storage import reset_storage_instances
+    from tests import servers
+
+    monkeypatch.setenv("MARIN_TEST_LEDGER", str(tmp_path / "ledger"))
+    with servers.multi_region_gcs_emulator() as endpoint:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+        reset_storage_instances()
+        try:
+            prefix = f"gs://{servers.create_gcs_bucket(endpoint)}/twice"
+            ex = Executor(prefix, max_concurrent=2)
+            first = ex.run(ledger_experiment.steps)
+            assert first.ok, first.summary()
+            again = ex.run(ledger_experiment.steps)  # reads every status: needs generations
+            assert again.ok and again.by_state() == {"skipped": 6}, again.summary()
+            out = first.plan.entries[0].output_path
+            assert get_storage(prefix).read(f"{out}/out.txt").data == b"root"
+        finally:
+            reset_storage_instances()

@@ -194,3 +194,47 @@ def test_scaling_candidates_command(tmp_path: Path):
     assert bad.returncode == 2
     assert "no marin.scaling_heuristics plugin named 'nope'; available: completed-adamh" \
         in bad.stderr
+
+
+def _fit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "marin.cli", "scaling", "fit", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ})
+
+
+def test_fit_reports_every_dropped_row_in_text_json_and_fit_json(tmp_path: Path):
+    runs = synthetic_runs()
+    table = tmp_path / "runs.jsonl"
+    rows = [{"params": r.params, "tokens": r.tokens, "flops": r.flops, "loss": r.loss,
+             "budget": r.budget} for r in runs]
+    rows[0]["loss"] = rows[5]["loss"] = float("nan")
+    table.write_text("\n".join(json.dumps(r) for r in rows))
+    out = _fit(str(table), "--bootstrap", "0", "--json", "--out", str(tmp_path / "o"))
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)["dropped"]) == 2
+    assert len(json.loads((tmp_path / "o" / "fit.json").read_text())["dropped"]) == 2
+    text = _fit(str(table), "--bootstrap", "0")
+    assert f"{len(runs)} runs, 2 dropped" in text.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--target", "0"], "--target must be a positive"),
+    (["--target", "nan"], "--target must be a positive"),
+    (["--bootstrap", "-1"], "--bootstrap must be 0"),
+])
+def test_fit_refuses_bad_numbers_in_one_line(tmp_path: Path, args, words):
+    table = tmp_path / "runs.csv"
+    table.write_text("params,tokens,loss\n1,2,3\n")
+    out = _fit(str(table), *args)
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
+    assert words in out.stderr
+
+
+def test_fit_names_a_folder_or_a_malformed_line(tmp_path: Path):
+    folder = _fit(str(tmp_path))
+    assert folder.returncode == 2 and "is a folder" in folder.stderr, folder.stderr
+    table = tmp_path / "runs.jsonl"
+    table.write_text('{"params": 1, "tokens": 2, "loss": 3}\n{"params": 1,\n')
+    bad = _fit(str(table))
+    assert bad.returncode == 2 and f"{table}, line 2: not valid JSON" in bad.stderr
+    assert bad.stderr.strip().count("\n") == 0, bad.stderr

@@ -31,6 +31,11 @@ def read_results(path: str) -> list[RunRecord]:
             raw = f.read()
     except FileNotFoundError:
         raise ResultsError(f"results file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ResultsError(f"results file {path} is a folder; give the CSV, JSON lines or "
+                           "Parquet file inside it") from None
+    except OSError as e:
+        raise ResultsError(f"cannot read results file {path}: {e}") from None
     rows = _rows(path, raw)
     if not rows:
         raise ResultsError(f"results file {path} has no rows")
@@ -47,12 +52,28 @@ def _rows(path: str, raw: bytes) -> list[dict[str, Any]]:
         import pyarrow.parquet as pq
 
         return pq.read_table(io.BytesIO(raw)).to_pylist()
-    text = raw.decode("utf-8")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"results file {path} is not UTF-8 text ({e.reason})") from None
     if name.endswith((".jsonl", ".json")):
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [_json_row(path, number, line)
+                for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if name.endswith(".csv"):
         return list(csv.DictReader(io.StringIO(text)))
     raise ResultsError(f"results file {path}: use .csv, .jsonl or .parquet")
+
+
+def _json_row(path: str, number: int, line: str) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except ValueError as e:
+        raise ResultsError(f"results file {path}, line {number}: not valid JSON ({e}); "
+                           "each line must be one JSON object") from None
+    if not isinstance(row, dict):
+        raise ResultsError(f"results file {path}, line {number}: a JSON object is expected, "
+                           f"got {type(row).__name__}")
+    return row
 
 
 def _record(path: str, index: int, row: dict[str, Any]) -> RunRecord:

@@ -38,7 +38,12 @@ class AsyncObjectStorage(Storage):
     async def _read_async(self, path: str) -> Blob | None: ...
 
     def _run(self, coro: Any) -> Any:
-        return sync(self.fs.loop, lambda: coro)
+        try:
+            loop = self.fs.loop  # may raise (no credentials): the coroutine never starts
+        except BaseException:
+            coro.close()
+            raise
+        return sync(loop, lambda: coro)
 
     def read(self, path: str) -> Blob | None:
         return self._run(self._read_async(path))

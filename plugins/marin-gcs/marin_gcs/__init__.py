@@ -53,7 +53,14 @@ class GcsStorage(AsyncObjectStorage):
             return None
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e}") from e
-        return Blob(path, data, int(headers["X-Goog-Generation"]))
+        generation = headers.get("X-Goog-Generation")
+        if generation is None:  # some GCS-compatible servers omit it: ask the metadata
+            try:
+                meta = await self.fs._call("GET", "b/{}/o/{}", bucket, key, json_out=True)
+            except FileNotFoundError:
+                return None
+            generation = meta["generation"]
+        return Blob(path, data, int(generation))
 
     def write(self, path: str, data: bytes) -> None:
         self._upload(path, data)
@@ -132,10 +139,33 @@ def _require_credentials() -> None:
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 
+    key_file = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if key_file:
+        _check_key_file(key_file)
     try:
         google.auth.default()
-    except DefaultCredentialsError:
+    except DefaultCredentialsError as e:
+        if key_file:
+            raise StorageError(f"GOOGLE_APPLICATION_CREDENTIALS={key_file} is not usable: "
+                               f"{str(e).splitlines()[0]}") from None
         raise StorageError(
             "gs:// needs Google Cloud credentials and none were found: run `gcloud auth "
             "application-default login`, set GOOGLE_APPLICATION_CREDENTIALS to a key file, or "
             "set STORAGE_EMULATOR_HOST to use an emulator") from None
+
+
+def _check_key_file(path: str) -> None:
+    """Name the file and its fault, rather than report that no credentials were found."""
+    where = f"GOOGLE_APPLICATION_CREDENTIALS={path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise StorageError(f"{where}: the file does not exist; point the variable at a "
+                           "service-account key file or unset it") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise StorageError(f"{where}: not a JSON key file ({e}); download the key again or "
+                           "unset the variable") from None
+    if not isinstance(data, dict) or "type" not in data:
+        raise StorageError(f"{where}: a JSON object with a \"type\" field (service_account, "
+                           "authorized_user, ...) is expected; download the key again")

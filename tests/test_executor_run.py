@@ -326,3 +326,28 @@ def test_step_identity_does_not_depend_on_how_its_module_was_loaded(tmp_path: Pa
                 sys.modules[name] = saved
     assert loaded[0][0] == loaded[1][0]
     assert loaded[1][1] == "experiments.hello_pipeline.fit_zipf"
+
+
+def test_a_resumable_step_starts_from_the_unfinished_attempt_and_others_start_clean(
+        tmp_path: Path):
+    tries: list[list[str]] = []
+
+    def checkpointing(cfg: dict) -> None:
+        out = Path(cfg["out"])
+        out.mkdir(parents=True, exist_ok=True)
+        tries.append(sorted(p.name for p in out.iterdir()))
+        (out / f"ckpt-{len(tries)}").write_text("state")
+        if len(tries) == 1:
+            raise RuntimeError("preempted")
+
+    ex = Executor(str(tmp_path))
+    for resumable, expected in ((True, [[], ["ckpt-1"]]), (False, [[], []])):
+        tries.clear()
+        s = ExecutorStep(f"resumable-{resumable}", checkpointing, {"out": this_output_path()},
+                         resumable=resumable)
+        assert not ex.run([s]).ok
+        assert ex.run([s]).ok
+        assert tries == expected
+        output = Path(ex.plan([s]).entries[0].output_path)
+        committed = sorted(p.name for p in output.iterdir() if p.name.startswith("ckpt"))
+        assert committed == (["ckpt-1", "ckpt-2"] if resumable else ["ckpt-2"])

@@ -121,7 +121,7 @@ def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
                            batch_size=candidate.batch_size, train_steps=candidate.train_steps,
                            optimizer=candidate.optimizer, hardware=candidate.hardware)
     config = replace(config, **overrides)
-    return ExecutorStep(name, train_lm, config,
+    return ExecutorStep(name, train_lm, config, resumable=True,  # resumes from checkpoints
                         description=f"{candidate.params:.3g} params, {candidate.tokens:.3g} "
                         f"tokens, {candidate.flops:.3g} FLOPs",
                         resources=StepResources(gpus=0 if candidate.hardware == "cpu" else

@@ -68,7 +68,8 @@ def tokenize_step(name: str, train_paths: Sequence[str], validation_paths: Seque
     config = TokenizeConfig(train_paths=tuple(train_paths),
                             validation_paths=tuple(validation_paths), tokenizer=tokenizer,
                             input_fingerprint=fingerprint, **options)
-    return ExecutorStep(name, tokenize, config, description=f"tokenize with {tokenizer}")
+    return ExecutorStep(name, tokenize, config, description=f"tokenize with {tokenizer}",
+                        resumable=True)  # a new attempt keeps the finished shards
 
 
 def tokenize(config: TokenizeConfig) -> dict[str, Any]:

@@ -309,11 +309,15 @@ def _print_fit(report: dict, analysis, parametric) -> None:
 def cache_stats(path: str, as_json: bool) -> int:
     from marin.processing.tokenize.cache import CacheError
     from marin.processing.tokenize.cache_stats import find_caches, read_cache_stats
+    from marin.storage import AsyncObjectStorage, get_storage
 
     try:
+        storage = get_storage(path)
+        if isinstance(storage, AsyncObjectStorage):
+            storage.fs  # noqa: B018 -- fails in one line when the endpoint is unreachable
         caches = find_caches(path)
         stats = [read_cache_stats(c) for c in caches]
-    except (CacheError, OSError) as e:
+    except (CacheError, OSError, registry.PluginError) as e:
         return _err(str(e))
     if not stats:  # the same answer with and without --json
         return _err(f"no token cache at or under {path}")

@@ -119,3 +119,17 @@ def test_cache_stats_with_and_without_json_agree_on_no_cache(tmp_path: Path):
         out = run(MARIN, "cache", "stats", str(tmp_path), *extra)
         assert out.returncode == 2 and out.stdout == "", out.stdout
         assert "no token cache" in out.stderr
+
+
+@pytest.mark.parametrize("scheme", ["gs", "s3"])
+def test_an_unreachable_endpoint_is_one_line(tmp_path: Path, scheme: str):
+    from tests.servers import S3_ENV, free_port
+
+    closed = f"http://127.0.0.1:{free_port()}"  # bound once, then released: nothing listens
+    env = {"STORAGE_EMULATOR_HOST": closed} if scheme == "gs" else \
+        {"AWS_ENDPOINT_URL_S3": closed, **S3_ENV}
+    for command in (["executor", "--dry-run", "--prefix", f"{scheme}://b/x", HELLO],
+                    ["cache", "stats", f"{scheme}://b/x"]):
+        out = subprocess.run([MARIN, *command], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, **env}, timeout=120)
+        _one_line_error(out, "cannot reach", closed)

@@ -153,10 +153,13 @@ class Executor:
 
     def prefix_warnings(self) -> list[str]:
         """Warnings about the prefix's bucket (multi-region, cold class, far region)."""
+        from marin.storage import UnreachableError
         from marin.storage.bucket import bucket_info, bucket_warnings, compute_region
 
         try:
             return bucket_warnings(bucket_info(self.prefix), compute_region())
+        except UnreachableError:
+            raise  # nothing else would work either: one error, not a warning and an error
         except OSError as e:
             return [f"could not check the bucket of {self.prefix}: {e}"]
 

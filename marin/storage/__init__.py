@@ -12,13 +12,19 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlparse
 
-from marin.storage._async import AsyncObjectStorage, split_bucket_url
+from marin.storage._async import (
+    AsyncObjectStorage,
+    UnreachableError,
+    check_reachable,
+    split_bucket_url,
+)
 from marin.storage._local import LocalStorage
 from marin.storage._memory import MemoryStorage
 from marin.storage.base import Blob, Storage, StorageError
 
 __all__ = ["AsyncObjectStorage", "Blob", "LocalStorage", "MemoryStorage", "Storage",
-           "StorageError", "UnknownSchemeError", "get_storage", "scheme_of", "split_bucket_url"]
+           "StorageError", "UnknownSchemeError", "UnreachableError", "check_reachable",
+           "get_storage", "scheme_of", "split_bucket_url"]
 
 # Used when marin runs from a source tree without its entry points installed.
 _FALLBACK: dict[str, type[Storage]] = {"file": LocalStorage, "memory": MemoryStorage}

@@ -25,6 +25,26 @@ def split_bucket_url(url: str, scheme: str) -> tuple[str, str]:
     return bucket, key
 
 
+class UnreachableError(StorageError):
+    """Nothing answers at a storage endpoint."""
+
+
+def check_reachable(endpoint: str, what: str, timeout: float = 5.0) -> None:
+    """Fail in one line, within ``timeout``, when nothing answers at ``endpoint`` (a URL),
+    instead of after the client library's retries (a minute or more)."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(endpoint if "://" in endpoint else f"http://{endpoint}")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname or "", port), timeout=timeout).close()
+    except OSError as e:
+        reason = e.strerror or str(e) or type(e).__name__
+        raise UnreachableError(f"cannot reach {what} at {endpoint} ({reason}); check the network, "
+                           "or the endpoint setting if it is an emulator") from None
+
+
 class AsyncObjectStorage(Storage):
     """Subclasses provide ``fs`` (an fsspec AsyncFileSystem) and ``_read_async``."""
 

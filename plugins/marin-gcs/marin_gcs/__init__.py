@@ -18,7 +18,13 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # before gc
 
 from gcsfs.core import GCSFileSystem
 
-from marin.storage import AsyncObjectStorage, Blob, StorageError, split_bucket_url
+from marin.storage import (
+    AsyncObjectStorage,
+    Blob,
+    StorageError,
+    check_reachable,
+    split_bucket_url,
+)
 from marin.storage.bucket import BucketInfo
 
 _BOUNDARY = "marin-boundary-7f3a"
@@ -39,9 +45,11 @@ class GcsStorage(AsyncObjectStorage):
         if self._fs is None:
             emulator = os.environ.get("STORAGE_EMULATOR_HOST")
             if emulator:
+                check_reachable(_with_scheme(emulator), "the GCS emulator (STORAGE_EMULATOR_HOST)")
                 self._fs = GCSFileSystem(token="anon", endpoint_url=_with_scheme(emulator))
             else:
                 _require_credentials()
+                check_reachable("https://storage.googleapis.com", "Google Cloud Storage")
                 self._fs = GCSFileSystem(token="google_default")
         return self._fs
 

@@ -16,7 +16,13 @@ from typing import Any
 import s3fs
 from botocore.exceptions import ClientError
 
-from marin.storage import AsyncObjectStorage, Blob, StorageError, split_bucket_url
+from marin.storage import (
+    AsyncObjectStorage,
+    Blob,
+    StorageError,
+    check_reachable,
+    split_bucket_url,
+)
 from marin.storage.bucket import BucketInfo
 
 _CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
@@ -38,6 +44,8 @@ class S3Storage(AsyncObjectStorage):
             endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get(
                 "AWS_ENDPOINT_URL")
             _require_credentials()
+            check_reachable(endpoint or "https://s3.amazonaws.com",
+                            "the S3 endpoint" + (" (AWS_ENDPOINT_URL_S3)" if endpoint else ""))
             self._fs = s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True)
         return self._fs
 

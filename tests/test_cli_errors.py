@@ -133,3 +133,13 @@ def test_an_unreachable_endpoint_is_one_line(tmp_path: Path, scheme: str):
         out = subprocess.run([MARIN, *command], capture_output=True, text=True, cwd=ROOT,
                              env={**os.environ, **env}, timeout=120)
         _one_line_error(out, "cannot reach", closed)
+
+
+def test_an_experiment_script_takes_plain_regexes_for_its_list_options(tmp_path: Path):
+    assert run(sys.executable, HELLO, "--prefix", str(tmp_path)).returncode == 0
+    out = run(sys.executable, HELLO, "--prefix", str(tmp_path), "--dry_run", "true",
+              "--json", "true", "--run_only", "counts/.*", "--force_run", "corpus/.*")
+    assert out.returncode == 0, out.stderr
+    reasons = {s["name"]: (s["action"], s["reason"]) for s in json.loads(out.stdout)["steps"]}
+    assert reasons["corpus/pydoc_topics"] == ("run", "forced by --force_run")
+    assert reasons["counts/words"][0] == "skip" and reasons["fit/zipf"][0] == "skip"

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import draccus
+import yaml
 from rich.console import Console
 from rich.logging import RichHandler
 
@@ -102,16 +103,46 @@ def _parse_options(args: Sequence[str]) -> ExecutorMainConfig:
 
     try:
         with contextlib.redirect_stderr(io.StringIO()) as err:
-            return draccus.parse(ExecutorMainConfig, args=list(args), prog=sys.argv[0])
+            return draccus.parse(ExecutorMainConfig, args=_list_options(args),
+                                 prog=sys.argv[0])
     except SystemExit as e:
         if e.code in (0, None):  # --help
             raise
         lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
         _fail_usage(lines[-1].split("error: ", 1)[-1] if lines else "invalid arguments")
     except (argparse.ArgumentError, ValueError, TypeError, draccus.ParsingError) as e:
-        _fail_usage(f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}; "
-                    "booleans are true or false")
+        text = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        hint = "; booleans are true or false" if "bool" in text.lower() else ""
+        _fail_usage(f"{text}{hint}")
     raise AssertionError("unreachable")
+
+
+_LIST_OPTIONS = ("--run_only", "--force_run")
+
+
+def _list_options(args: Sequence[str]) -> list[str]:
+    """``--run_only A --run_only B`` (or ``--run_only A B``, or draccus's own ``[A, B]``)
+    as the one JSON list that draccus reads."""
+    out: list[str] = []
+    lists: dict[str, list[str]] = {}
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        i += 1
+        if name not in _LIST_OPTIONS:
+            out.append(args[i - 1])
+            continue
+        values = [value] if eq else []
+        while not eq and i < len(args) and not args[i].startswith("--"):
+            values.append(args[i])
+            i += 1
+        for text in values:
+            parsed = yaml.safe_load(text) if text.startswith("[") else None
+            lists.setdefault(name, []).extend(
+                [str(v) for v in parsed] if isinstance(parsed, list) else [text])
+    for name, values in lists.items():
+        out += [name, json.dumps(values)]
+    return out
 
 
 def _check_options(options: ExecutorMainConfig, spelling: str) -> None:

@@ -5,8 +5,10 @@
 
 Collection is Sybil's (the root ``conftest.py`` hands it ``pytest_collect_file``); this
 module decides how each block is run. Blocks of one page share state the way a reader's
-session does: Python blocks share one namespace, and every block of a page runs in the
-same scratch folder, where ``experiments/`` and ``plugins/`` link to the repository so
+session does: Python blocks run one after another in one interpreter of their own (a
+subprocess per page, so that a page's imports, environment and JAX state never leak into
+the test process or another page), and every block of a page runs in the same scratch
+folder, where ``experiments/`` and ``plugins/`` link to the repository so
 that ``python experiments/hello_pipeline.py`` works as written and ``./local_store``
 lands in the scratch folder, never in the working tree.
 
@@ -24,6 +26,10 @@ An HTML comment right before a block changes how it runs (several are joined by 
     compiled; later blocks run it (``python NAME ...``).
 ``<!-- docs: exit N -->``
     the bash block must exit with status N (a documented error).
+``<!-- docs: checked-by PATH -->``
+    the block changes the environment it runs in (``pip install``, the set-up commands):
+    checked for syntax here, and PATH (a test file, or ``.ci/run``) runs the same thing in
+    a place of its own. PATH must exist.
 
 Bash blocks whose lines start with ``$ `` are transcripts: only those lines run and the
 rest is the output shown to the reader. Other languages (``toml``, plain fences) are text.
@@ -31,12 +37,13 @@ rest is the output shown to the reader. Other languages (``toml``, plain fences)
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,11 +97,13 @@ def parse_directives(language: str, body: str, where: str) -> BlockPlan:
             plan.file_name = rest
         elif word == "exit" and rest.isdigit():
             plan.expected_exit = int(rest)
+        elif word == "checked-by" and rest and (ROOT / rest).exists():
+            plan.syntax_only = f"checked by {rest}"
         else:
             raise DocsDirectiveError(
                 f"{where}: unknown docs directive {part!r}; use excerpt, needs "
                 f"{'|'.join(sorted(SYNTAX_ONLY_NEEDS))}, gcs-emulator, s3-emulator, "
-                "file NAME (python) or exit N")
+                "file NAME (python), exit N or checked-by PATH (an existing file)")
     return plan
 
 
@@ -136,14 +145,77 @@ def _evaluate(example: Example) -> None:
         _bash(plan, source, example, page)
 
 
+_KERNEL = r"""
+import json, os, sys, traceback
+replies = os.fdopen(int(sys.argv[1]), "w")
+namespace = {"__name__": "docs_example"}
+for request in sys.stdin:
+    request = json.loads(request)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if "marin.storage" in sys.modules:
+        sys.modules["marin.storage"].reset_storage_instances()
+    try:
+        exec(compile(request["source"], request["path"], "exec"), namespace)
+        reply = {"ok": True}
+    except BaseException:
+        reply = {"ok": False, "error": traceback.format_exc()}
+    sys.stdout.flush(); sys.stderr.flush()
+    replies.write(json.dumps(reply) + "\n"); replies.flush()
+"""
+
+
+class _Kernel:
+    """One Python interpreter that runs a page's blocks in order, in one namespace."""
+
+    def __init__(self, workdir: Path, env: dict[str, str]) -> None:
+        read_fd, write_fd = os.pipe()
+        self._log = open(workdir / ".python-blocks.log", "w")  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _KERNEL, str(write_fd)], cwd=workdir, env=env,
+            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, text=True,
+            pass_fds=(write_fd,))
+        os.close(write_fd)
+        self._replies = os.fdopen(read_fd)
+        self.log_path = workdir / ".python-blocks.log"
+
+    def run(self, source: str, path: str, env: dict[str, str]) -> dict:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps({"source": source, "path": path, "env": env}) + "\n")
+        self._proc.stdin.flush()
+        reply = self._replies.readline()
+        if not reply:
+            raise AssertionError(f"the page's Python process died (exit {self._proc.wait()}); "
+                                 f"its output:\n{self.log_path.read_text()[-4000:]}")
+        return json.loads(reply)
+
+    def close(self) -> None:
+        if self._proc.stdin:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        self._replies.close()
+        self._log.close()
+
+
 @dataclass
 class PageState:
-    """What the blocks of one page share: a scratch folder and the environment."""
+    """What the blocks of one page share: a scratch folder, the environment, an
+    interpreter for its Python blocks, and the emulators they asked for."""
 
     workdir: Path
     env: dict[str, str]
     stack: ExitStack
     endpoints: dict[str, str] = field(default_factory=dict)
+    kernel: _Kernel | None = None
+
+    def python(self, source: str, path: str, env: dict[str, str]) -> dict:
+        if self.kernel is None:
+            self.kernel = _Kernel(self.workdir, env)
+            self.stack.callback(self.kernel.close)
+        return self.kernel.run(source, path, env)
 
 
 def _page_state(example: Example) -> PageState:
@@ -190,33 +262,17 @@ def _with_emulators(plan: BlockPlan, source: str, page: PageState) -> dict[str, 
     return env
 
 
-@contextmanager
-def _in_page(page: PageState, env: dict[str, str]) -> Iterator[None]:
-    old_cwd, old_env = os.getcwd(), dict(os.environ)
-    os.chdir(page.workdir)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        from marin.storage import reset_storage_instances
-
-        reset_storage_instances()
-        yield
-    finally:
-        os.chdir(old_cwd)
-        os.environ.clear()
-        os.environ.update(old_env)
-
-
 def _python(plan: BlockPlan, source: str, example: Example, page: PageState) -> None:
-    code = compile("\n" * (example.line) + source, example.path, "exec")
+    padded = "\n" * example.line + source  # tracebacks then give the page's line numbers
+    compile(padded, example.path, "exec")
     if plan.file_name:
         (page.workdir / plan.file_name).write_text(source)
         return
     if plan.syntax_only:
         return
-    env = _with_emulators(plan, source, page)
-    with _in_page(page, env):
-        exec(code, example.namespace)
+    reply = page.python(padded, example.path, _with_emulators(plan, source, page))
+    if not reply["ok"]:
+        raise AssertionError(f"the block raised:\n{reply['error']}")
 
 
 def _transcript_commands(source: str) -> str:

@@ -137,8 +137,9 @@ class DocBlockParser:
 def _evaluate(example: Example) -> None:
     plan, source = example.parsed
     page = _page_state(example)
-    rel = os.path.relpath(example.path, ROOT)
-    LEDGER.append((rel, example.line, plan.language, plan.how))
+    if Path(example.path).resolve().is_relative_to(ROOT):
+        LEDGER.append((os.path.relpath(example.path, ROOT), example.line, plan.language,
+                       plan.how))
     if plan.language == "python":
         _python(plan, source, example, page)
     else:
@@ -221,7 +222,8 @@ class PageState:
 def _page_state(example: Example) -> PageState:
     namespace = example.namespace
     if "__docs_page__" not in namespace:
-        page = Path(example.path).resolve().relative_to(ROOT)
+        page = Path(example.path).resolve()
+        page = page.relative_to(ROOT) if page.is_relative_to(ROOT) else Path(page.name)
         workdir = namespace["docs_tmp_root"] / re.sub(r"[^\w.-]", "_", str(page))
         workdir.mkdir(parents=True)
         namespace["__docs_page__"] = new_page_state(workdir)

@@ -23,7 +23,7 @@ assert value == 42, value
 
 <!-- docs: excerpt -->
 ```python
-def excerpt(...):   # not valid Python on purpose? no: excerpts must still compile
+result = undefined_name  # an excerpt is compiled, never run
 ```
 
 ```bash
@@ -55,29 +55,28 @@ def _run_all(document, examples) -> None:
         for example in examples:
             example.evaluate()
     finally:
-        document.namespace.pop("__docs_page__").stack.close()
-
-
-def test_blocks_share_a_session_and_excerpts_must_compile(tmp_path: Path):
-    document, examples = _examples(tmp_path, PAGE)
-    assert [e.parsed[0].language for e in examples] == ["python"] * 3 + ["bash"] * 2
-    with pytest.raises(SyntaxError):  # the excerpt does not compile: even excerpts must
-        _run_all(document, examples)
+        page = document.namespace.pop("__docs_page__", None)
+        if page is not None:
+            page.stack.close()
 
 
 def test_a_correct_page_passes_and_state_carries_between_blocks(tmp_path: Path):
-    text = PAGE.replace("def excerpt(...):   # not valid Python on purpose? no: excerpts "
-                        "must still compile", "result = undefined_name  # never run")
-    document, examples = _examples(tmp_path, text)
+    document, examples = _examples(tmp_path, PAGE)
+    assert [e.parsed[0].language for e in examples] == ["python"] * 3 + ["bash"] * 2
     _run_all(document, examples)
     assert (tmp_path / "scratch" / "page.md" / "answer.txt").read_text().strip() == "42"
 
 
+def test_an_excerpt_must_still_compile(tmp_path: Path):
+    text = PAGE.replace("result = undefined_name", "def excerpt(...):")
+    document, examples = _examples(tmp_path, text)
+    with pytest.raises(SyntaxError):
+        _run_all(document, examples)
+
+
 @pytest.mark.parametrize("broken", ["value += 2", "import marin.no_such_module"])
 def test_a_broken_python_example_fails(tmp_path: Path, broken: str):
-    text = PAGE.replace("value += 1", broken).replace(
-        "def excerpt(...):   # not valid Python on purpose? no: excerpts must still compile",
-        "pass")
+    text = PAGE.replace("value += 1", broken)
     document, examples = _examples(tmp_path, text)
     with pytest.raises(AssertionError, match="the block raised"):
         _run_all(document, examples)

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".marin-install-stamp"
+INSTALL_LOG = VENV / "install.log"
 MAIN_EXPERIMENT = "experiments/hello_pipeline.py"
 
 
@@ -52,13 +53,22 @@ def ensure_environment() -> Path:
         print(f"creating virtual environment in {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     python = str(_venv_python())
-    pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
     plugins = [f"{p.parent}" for p in _install_inputs()[1:]]
-    print("installing marin and its first-party plugins", flush=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[test]", *[arg for p in plugins for arg in ("-e", p)]],
-                   check=True)
+    print(f"installing marin, its first-party plugins and their dependencies "
+          f"(log: {INSTALL_LOG.relative_to(ROOT)})", flush=True)
+    with INSTALL_LOG.open("w") as log:
+        for command in ([*pip, "--upgrade", "pip"],
+                        [*pip, "-e", f"{ROOT}[test]",
+                         *[arg for p in plugins for arg in ("-e", p)]]):
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode:
+                tail = INSTALL_LOG.read_text().splitlines()[-15:]
+                sys.exit("\n".join(["installation failed; the end of its log:", *tail,
+                                    f"full log: {INSTALL_LOG}"]))
     STAMP.write_text(fingerprint)
+    print("installed", flush=True)
     return _venv_python()
 
 

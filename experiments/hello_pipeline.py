@@ -8,6 +8,9 @@
 Three steps: extract the corpus (the standard library's ``pydoc_data.topics``), count word
 frequencies, and fit the exponent s of Zipf's law, frequency ∝ rank^-s, by least squares
 in log-log space, the same kind of power-law fit the scaling-law steps make.
+
+Steps write through ``marin.storage.files``, never ``open()``: the same code then works on a
+local prefix and on ``MARIN_PREFIX=gs://bucket/experiments`` or ``s3://...``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import collections
 import json
 import math
-import os
 import re
 from dataclasses import dataclass
 
@@ -26,6 +28,7 @@ from marin.execution import (
     this_output_path,
     unversioned_field,
 )
+from marin.storage.files import join_url, open_url
 
 
 @dataclass(frozen=True)
@@ -53,22 +56,20 @@ def extract_corpus(config: ExtractConfig) -> None:
     from pydoc_data.topics import topics
 
     text = "\n\n".join(topics[key] for key in sorted(topics))
-    os.makedirs(config.output_path, exist_ok=True)
-    with open(os.path.join(config.output_path, "corpus.txt"), "w", encoding="utf-8") as f:
+    with open_url(join_url(config.output_path, "corpus.txt"), "w", encoding="utf-8") as f:
         f.write(text.lower() if config.lowercase else text)
 
 
 def count_words(config: CountConfig) -> None:
-    with open(config.corpus_path, encoding="utf-8") as f:
+    with open_url(config.corpus_path, "r", encoding="utf-8") as f:
         words = re.findall(r"[a-z]+", f.read().lower())
     counts = collections.Counter(w for w in words if len(w) >= config.min_length)
-    os.makedirs(config.output_path, exist_ok=True)
-    with open(os.path.join(config.output_path, "counts.json"), "w") as f:
+    with open_url(join_url(config.output_path, "counts.json"), "w") as f:
         json.dump(dict(counts.most_common()), f)
 
 
 def fit_zipf(config: FitConfig) -> None:
-    with open(config.counts_path) as f:
+    with open_url(config.counts_path, "r") as f:
         counts = list(json.load(f).values())[: config.top_k]
     xs = [math.log(rank) for rank in range(1, len(counts) + 1)]
     ys = [math.log(c) for c in counts]
@@ -77,8 +78,7 @@ def fit_zipf(config: FitConfig) -> None:
     covariance = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
     slope = covariance / sum((x - mx) ** 2 for x in xs)
     result = {"zipf_exponent": -slope, "log_intercept": my - slope * mx, "ranks_used": n}
-    os.makedirs(config.output_path, exist_ok=True)
-    with open(os.path.join(config.output_path, "fit.json"), "w") as f:
+    with open_url(join_url(config.output_path, "fit.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(f"Zipf exponent over the top {n} words: s = {-slope:.3f}")
 

@@ -79,26 +79,40 @@ def s3_server():
     return _serve("moto_server", "-H", "127.0.0.1", "-p", "{port}")
 
 
-def create_gcs_bucket(endpoint: str, location: str | None = None) -> str:
+def create_gcs_bucket(endpoint: str, location: str | None = None, name: str | None = None,
+                      exist_ok: bool = False) -> str:
+    """Create a bucket (a fresh random name unless ``name`` is given)."""
     import json
+    import urllib.error
     import urllib.request
 
-    name = f"b-{uuid.uuid4().hex[:12]}"
+    name = name or f"b-{uuid.uuid4().hex[:12]}"
     body = {"name": name, **({"location": location} if location else {})}
     request = urllib.request.Request(f"{endpoint}/storage/v1/b?project=test",
                                      data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(request).read()
+    try:
+        urllib.request.urlopen(request).read()
+    except urllib.error.HTTPError as exc:
+        if not (exist_ok and exc.code == 409):
+            raise
     return name
 
 
-def create_s3_bucket(endpoint: str, region: str = "eu-west-1") -> str:
+def create_s3_bucket(endpoint: str, region: str = "eu-west-1", name: str | None = None,
+                     exist_ok: bool = False) -> str:
+    """Create a bucket (a fresh random name unless ``name`` is given)."""
     import boto3
 
-    name = f"b-{uuid.uuid4().hex[:12]}"
+    name = name or f"b-{uuid.uuid4().hex[:12]}"
     client = boto3.client("s3", endpoint_url=endpoint, region_name=region,
                           aws_access_key_id="test", aws_secret_access_key="test")
-    client.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
+    try:
+        client.create_bucket(Bucket=name,
+                             CreateBucketConfiguration={"LocationConstraint": region})
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        if not exist_ok:
+            raise
     return name
 
 

@@ -24,7 +24,7 @@ ray = pytest.importorskip("ray")
 @pytest.fixture(scope="module")
 def ray_cluster():
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
     yield
     ray.shutdown()
@@ -99,3 +99,26 @@ def test_an_unreachable_ray_address_is_a_clear_error(tmp_path: Path):
     assert out.returncode == 2
     assert f"error: cannot reach the Ray cluster at '127.0.0.1:{port}'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_local_ray_ignores_a_stale_cluster_file(tmp_path_factory):
+    """A crashed Ray session leaves its address file behind; starting a local instance must
+    not try to join it."""
+    ray_tmp = tmp_path_factory.getbasetemp() / "r"  # short: Ray's socket paths must fit
+    (ray_tmp / "ray").mkdir(parents=True)
+    (ray_tmp / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}")
+    prefix = tmp_path_factory.mktemp("stale-prefix")
+    ledger_file = tmp_path_factory.mktemp("stale-ledger") / "ledger"
+    script = (
+        "from marin.execution import Executor\n"
+        "from tests.fixtures import ledger_experiment as ledger\n"
+        f"result = Executor({str(prefix)!r}, backend='ray').run([ledger.root])\n"
+        "assert result.ok, result.summary()\n")
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": pythonpath,
+           "MARIN_TEST_LEDGER": str(ledger_file)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ledger_file.read_text().split()[0] == "root"

@@ -1,7 +1,8 @@
 """Tokenization into a persistent, resumable token cache.
 
-    from marin.processing.tokenize import TokenizeConfig, tokenize, tokenize_step
+    from marin.processing.tokenize import read_cache_stats, tokenize_step
     step = tokenize_step("tokenized/shakespeare", ["data/plays/*.txt"], tokenizer="gpt2")
+    stats = read_cache_stats("local_store/tokenized/shakespeare-1a2b3c4d")
 
 Submodules: ``cache_stats`` (figures and reuse of caches), ``loader`` (training batches),
 ``tokenizer_training`` (a byte-level BPE step), ``encoders`` (gpt2 and tokenizer.json).
@@ -19,6 +20,9 @@ _EXPORTS = {
     "tokenize_step": "marin.processing.tokenize.step",
     "TrainTokenizerConfig": "marin.processing.tokenize.tokenizer_training",
     "train_tokenizer": "marin.processing.tokenize.tokenizer_training",
+    "TokenizedCacheStats": "marin.processing.tokenize.cache_stats",
+    "read_cache_stats": "marin.processing.tokenize.cache_stats",
+    "find_caches": "marin.processing.tokenize.cache_stats",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -14,6 +14,7 @@ applies to every step task.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -59,7 +60,12 @@ class RayRunner:
         elif self._address == "auto":
             ray.init(address="auto")
         else:
-            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1",
+            # address="local" always starts a new instance: without it Ray joins whatever
+            # cluster its address file (/tmp/ray/ray_current_cluster) names, which may be
+            # left over from a crashed session. The instance listens on loopback only, so
+            # it needs no token (Ray would otherwise write one under the home folder).
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
                      num_cpus=max(self.max_concurrent, 1))
         self._started_ray = True
 

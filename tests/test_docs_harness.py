@@ -1,0 +1,103 @@
+"""The documentation harness itself: a broken example fails, directives are honoured, and
+every python and bash block of the docs is collected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.doc_examples import ROOT, DocsDirectiveError, docs_sybil
+
+PAGE = '''# A page
+
+```python
+import os
+value = 41
+```
+
+```python
+value += 1
+assert value == 42, value
+```
+
+<!-- docs: excerpt -->
+```python
+result = undefined_name  # an excerpt is compiled, never run
+```
+
+```bash
+echo "$((6 * 7))" > answer.txt
+test "$(cat answer.txt)" = 42
+```
+
+<!-- docs: exit 3 -->
+```bash
+exit 3
+```
+
+```toml
+not = "run"
+```
+'''
+
+
+def _examples(tmp_path: Path, text: str):
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    document = docs_sybil().parse(page)
+    document.namespace["docs_tmp_root"] = tmp_path / "scratch"
+    return document, list(document.examples())
+
+
+def _run_all(document, examples) -> None:
+    try:
+        for example in examples:
+            example.evaluate()
+    finally:
+        page = document.namespace.pop("__docs_page__", None)
+        if page is not None:
+            page.stack.close()
+
+
+def test_a_correct_page_passes_and_state_carries_between_blocks(tmp_path: Path):
+    document, examples = _examples(tmp_path, PAGE)
+    assert [e.parsed[0].language for e in examples] == ["python"] * 3 + ["bash"] * 2
+    _run_all(document, examples)
+    assert (tmp_path / "scratch" / "page.md" / "answer.txt").read_text().strip() == "42"
+
+
+def test_an_excerpt_must_still_compile(tmp_path: Path):
+    text = PAGE.replace("result = undefined_name", "def excerpt(...):")
+    document, examples = _examples(tmp_path, text)
+    with pytest.raises(SyntaxError):
+        _run_all(document, examples)
+
+
+@pytest.mark.parametrize("broken", ["value += 2", "import marin.no_such_module"])
+def test_a_broken_python_example_fails(tmp_path: Path, broken: str):
+    text = PAGE.replace("value += 1", broken)
+    document, examples = _examples(tmp_path, text)
+    with pytest.raises(AssertionError, match="the block raised"):
+        _run_all(document, examples)
+
+
+def test_a_failing_command_fails_with_its_output(tmp_path: Path):
+    document, examples = _examples(tmp_path, "```bash\nmarin no-such-command\n```\n")
+    with pytest.raises(AssertionError, match=r"exit 2 \(expected 0\)"):
+        _run_all(document, examples)
+
+
+def test_an_unknown_directive_names_the_page_and_line(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text("text\n\n<!-- docs: skip-this -->\n```python\npass\n```\n")
+    with pytest.raises(DocsDirectiveError, match=r"page.md:4: unknown docs directive"):
+        list(docs_sybil().parse(page).examples())
+
+
+def test_every_documentation_block_is_collected():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        fences = sum(1 for line in page.read_text().splitlines()
+                     if line.startswith(("```python", "```bash")))
+        assert len(list(docs_sybil().parse(page).examples())) == fences, page

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,42 @@ def test_a_graph_runs_twice_on_a_server_that_sends_no_generation_header(
             assert get_storage(prefix).read(f"{out}/out.txt").data == b"root"
         finally:
             reset_storage_instances()
+
+
+@dataclass(frozen=True)
+class _PlainConfig:
+    output_path: str
+
+
+def _write_with_open(config: _PlainConfig) -> None:
+    os.makedirs(config.output_path, exist_ok=True)  # the mistake: open() knows no URLs
+    with open(os.path.join(config.output_path, "data.txt"), "w") as f:
+        f.write("lost")
+
+
+def _write_with_storage_files(config: _PlainConfig) -> None:
+    from marin.storage.files import join_url, open_url
+
+    with open_url(join_url(config.output_path, "data.txt"), "w") as f:
+        f.write("kept")
+
+
+def test_a_step_that_writes_to_a_local_folder_named_like_the_url_fails(
+        gcs_bucket: str, tmp_path: Path, monkeypatch):
+    from marin.execution import ExecutorStep, this_output_path
+
+    monkeypatch.chdir(tmp_path)
+    wrong = ExecutorStep("io/open", _write_with_open, _PlainConfig(this_output_path()))
+    right = ExecutorStep("io/files", _write_with_storage_files,
+                         _PlainConfig(this_output_path()))
+    result = Executor(f"{gcs_bucket}/x").run([wrong, right])
+    states = {s.name: s for s in result.steps}
+    assert states["io/open"].state == "failed"
+    assert "local folder" in states["io/open"].error and "open_url" in states["io/open"].error
+    assert (tmp_path / "gs:").is_dir()  # where open() put the file
+    assert states["io/files"].state == "succeeded"
+    out = next(e.output_path for e in result.plan.entries if e.name == "io/files")
+    assert get_storage(out).read(out + "/data.txt").data == b"kept"
+    record = StatusRecord.decode(get_storage(out).read(status_path(
+        next(e.output_path for e in result.plan.entries if e.name == "io/open"))).data)
+    assert record.status is StepStatus.FAILED

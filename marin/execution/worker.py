@@ -42,7 +42,7 @@ from marin.execution.status import (
     lease_path,
     status_path,
 )
-from marin.storage import Storage, get_storage
+from marin.storage import Storage, get_storage, scheme_of
 
 OutcomeState = Literal["succeeded", "reused", "failed", "lost_lease", "cancelled"]
 
@@ -146,16 +146,35 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
             return StepOutcome(job.key, "cancelled", time.monotonic() - started)
         if not lease.renew():
             return _lost(job, storage, started)
+        misdirected = _misdirected_output(attempt)
+        if misdirected is not None:
+            _write_status(item, StepStatus.FAILED, error=misdirected)
+            return StepOutcome(job.key, "failed", time.monotonic() - started, misdirected)
         outputs = storage.move_tree(attempt, job.output_path)
         _write_status(item, StepStatus.SUCCESS, outputs=outputs)
         storage.delete_tree(attempts_folder(job.output_path))
-        note = None
+        notes = [] if outputs else [f"wrote no files under {job.output_path}"]
         if lease.took_over_from is not None:
-            note = takeover_note(lease.took_over_from, lease.took_over_reason)
-        return StepOutcome(job.key, "succeeded", time.monotonic() - started, note=note)
+            notes.append(takeover_note(lease.took_over_from, lease.took_over_reason))
+        return StepOutcome(job.key, "succeeded", time.monotonic() - started,
+                           note="; ".join(notes) or None)
     finally:
         lease.release()
         active.remove(job.key)
+
+
+def _misdirected_output(attempt: str) -> str | None:
+    """On a remote prefix, ``open()`` and ``os.makedirs`` on the step's output path write
+    into a local folder named after the URL (``gs:/bucket/...``) and nothing reaches the
+    bucket: a data loss that would otherwise be recorded as SUCCESS."""
+    if scheme_of(attempt) == "file":
+        return None
+    local = os.path.normpath(attempt)  # what open() makes of "gs://bucket/x": "gs:/bucket/x"
+    if not os.path.exists(local):
+        return None
+    return (f"the step wrote its files to the local folder {os.path.abspath(local)!r}, not to "
+            f"{attempt}: open() and os.makedirs do not understand URLs; write through "
+            "marin.storage.files.open_url (or fsspec) instead")
 
 
 def _lost(job: StepJob, storage: Storage, started: float) -> StepOutcome:

@@ -101,8 +101,12 @@ class OutputIndex:
         return sorted(files[:limit])
 
     def traces(self, key: str) -> list[str]:
-        return [f for f in self.files(key) if f.startswith("profile/")
-                and f.endswith(_TRACE_SUFFIXES)]
+        """Profiles under ``profile/``: one file per capture, XPlane where JAX wrote both."""
+        found = [f for f in self.files(key) if f.startswith("profile/")
+                 and f.endswith(_TRACE_SUFFIXES)]
+        xplanes = {f[: -len(".xplane.pb")] for f in found if f.endswith(".xplane.pb")}
+        return [f for f in found if f.endswith(".xplane.pb")
+                or f.split(".trace.json")[0] not in xplanes]
 
 
 _VISIBLE_DOTFILES = {".executor_info", ".executor_status", ".executor_lease", ".executor_log"}

@@ -245,8 +245,8 @@ def _local_plotly(page: bytes) -> bytes:
     dashboard may run where nothing outside is reachable)."""
     import re
 
-    return re.sub(rb'src="https://cdn\.plot\.ly/plotly-[^"]*\.js"',
-                  b'src="/static/plotly.min.js"', page)
+    return re.sub(rb'<script[^>]*src="https://cdn\.plot\.ly/plotly-[^"]*\.js"[^>]*>',
+                  b'<script charset="utf-8" src="/static/plotly.min.js">', page)
 
 
 # -- training runs -----------------------------------------------------------------------

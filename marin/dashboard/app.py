@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,12 +85,10 @@ class _Dashboard:
                                           fmt_seconds=pages.fmt_seconds,
                                           fmt_num=pages.fmt_num, poll=config.poll_seconds,
                                           profiling=pages.profiling_available())
-        self.pool = ThreadPoolExecutor(8, thread_name_prefix="marin-dashboard")
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self.pool, fn, *args),
+            return await asyncio.wait_for(_in_daemon_thread(fn, *args),
                                           self.config.read_timeout)
         except TimeoutError:
             raise DashboardError(
@@ -192,6 +190,33 @@ class _Dashboard:
             return self._page(request, "error.html", http_status=status, message=message)
         except Exception:  # the template itself failed: plain text still explains
             return PlainTextResponse(f"error: {message}", status_code=status)
+
+
+async def _in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a daemon thread. A read that hangs on an unreachable bucket outlives
+    its request (the page has already said so) but never holds up the server's exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not future.done():
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+    def work() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as e:  # handed to the request, which turns it into a page
+            result, error = None, e
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the server stopped meanwhile: nobody waits for the answer
+            pass
+
+    threading.Thread(target=work, daemon=True, name="marin-dashboard-read").start()
+    return await future
 
 
 def _one_line(exc: BaseException) -> str:

@@ -172,13 +172,14 @@ class PrefixReader:
         if not re.fullmatch(r"[0-9A-Za-z_.-]+", invocation_id):
             raise DashboardError(f"no invocation {invocation_id!r}", status=404)
         name = f"{invocation_id}.json"
-        if name in self._ended:
-            return self._ended[name]
-        blob = self.storage.read(f"{invocations_folder(self.prefix)}/{name}")
-        if blob is None:
-            raise DashboardError(f"no invocation {invocation_id!r} under {self.prefix} "
-                                 "(see the experiments page for those recorded)", status=404)
-        record = _decode_invocation(name, blob.data)
+        record = self._ended.get(name)
+        if record is None:
+            blob = self.storage.read(f"{invocations_folder(self.prefix)}/{name}")
+            if blob is None:
+                raise DashboardError(f"no invocation {invocation_id!r} under {self.prefix} "
+                                     "(see the experiments page for those recorded)",
+                                     status=404)
+            record = _decode_invocation(name, blob.data)
         if record.get("error"):
             raise DashboardError(record["error"], status=422)
         if record.get("ended"):

@@ -69,6 +69,7 @@ class StepState:
     action: str | None = None
     description: str | None = None
     info_error: str | None = None
+    recorded_seconds: float | None = None
 
     @property
     def name(self) -> str:
@@ -79,6 +80,8 @@ class StepState:
         return self.name.rpartition("/")[0] or "(top level)"
 
     def duration(self, now: float | None = None) -> float | None:
+        if self.recorded_seconds is not None:
+            return self.recorded_seconds
         if self.started is None:
             return None
         if self.state in ("RUNNING",):
@@ -140,6 +143,7 @@ class PrefixReader:
         self._lock = threading.Lock()
         self._ended: dict[str, dict[str, Any]] = {}
         self._infos: dict[str, tuple[str, dict[str, Any] | None, str | None]] = {}
+        self._statuses: dict[str, tuple[bytes | None, dict[str, Any]]] = {}
         self._discovered: tuple[float, list[str]] | None = None
 
     # -- paths -------------------------------------------------------------------------
@@ -220,13 +224,19 @@ class PrefixReader:
 
     def step_states(self, keys: Sequence[str], planned: dict[str, dict[str, Any]] | None = None,
                     with_info: bool = True) -> list[StepState]:
-        """The current state of each step: statuses and leases read now, infos cached."""
+        """The current state of each step: statuses and leases read now (a status whose
+        bytes did not change is not parsed again), infos read once per run of the step.
+
+        With ``planned`` (the steps of an invocation record), dependencies, reasons and the
+        recorded durations come from the record, and infos are read only for steps that
+        ran in it without a recorded duration yet (their start time is in the info)."""
         paths = [self.output_path(k) for k in keys]
         statuses = self.storage.read_many([status_path(p) for p in paths])
-        states = [StepState(k, p) for k, p in zip(keys, paths, strict=True)]
+        states: list[StepState] = []
         running: list[StepState] = []
-        for state, blob in zip(states, statuses, strict=True):
-            _apply_status(state, None if blob is None else blob.data)
+        for key, path, blob in zip(keys, paths, statuses, strict=True):
+            state = StepState(key, path, **self._status_fields(key, path, blob))
+            states.append(state)
             if state.state == "RUNNING":
                 running.append(state)
         leases = self.storage.read_many([lease_path(s.output_path) for s in running])
@@ -238,20 +248,35 @@ class PrefixReader:
                                               "lease); the next run takes it over")
             else:
                 state.owner = record.describe()
-        if with_info:
-            self._attach_infos(states)
+        planned = planned or {}
         for state in states:
-            plan = (planned or {}).get(state.key)
+            plan = planned.get(state.key)
             if plan:
                 state.reason, state.action = plan.get("reason"), plan.get("action")
-                state.description = state.description or plan.get("description")
-                if not state.dependencies:
-                    state.dependencies = list(plan.get("dependencies", []))
+                state.description = plan.get("description")
+                state.dependencies = list(plan.get("dependencies", []))
+                seconds = plan.get("seconds")
+                if isinstance(seconds, int | float) and state.state not in ("RUNNING",):
+                    state.recorded_seconds = float(seconds)
+        if with_info:
+            self._attach_infos([s for s in states if s.state != "PENDING" and (
+                not planned or (s.recorded_seconds is None and s.action != "skip"))],
+                from_plan=bool(planned))
         return states
 
-    def _attach_infos(self, states: list[StepState]) -> None:
-        stale = [s for s in states if s.state != "PENDING"
-                 and (s.key not in self._infos or self._infos[s.key][0] != s.run_id)]
+    def _status_fields(self, key: str, path: str, blob: Any) -> dict[str, Any]:
+        raw = None if blob is None else blob.data
+        cached = self._statuses.get(key)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        fields = _status_fields(path, raw)
+        with self._lock:
+            self._statuses[key] = (raw, fields)
+        return fields
+
+    def _attach_infos(self, states: list[StepState], from_plan: bool) -> None:
+        stale = [s for s in states
+                 if s.key not in self._infos or self._infos[s.key][0] != s.run_id]
         blobs = self.storage.read_many([info_path(s.output_path) for s in stale])
         for state, blob in zip(stale, blobs, strict=True):
             info, error = None, None
@@ -263,14 +288,13 @@ class PrefixReader:
             with self._lock:
                 self._infos[state.key] = (state.run_id, _info_summary(info), error)
         for state in states:
-            cached = self._infos.get(state.key)
-            if cached is None or state.state == "PENDING":
-                continue
-            _, summary, state.info_error = cached
+            _, summary, state.info_error = self._infos[state.key]
             if summary:
                 state.started = summary.get("created")
-                state.description = summary.get("description")
-                state.dependencies = [self.key_of(p) for p in summary.get("dependencies", [])]
+                if not from_plan:
+                    state.description = summary.get("description")
+                    state.dependencies = [self.key_of(p)
+                                          for p in summary.get("dependencies", [])]
 
     def key_of(self, output_path: str) -> str:
         base = self.prefix + "/"
@@ -331,21 +355,28 @@ def list_many(storage: Storage, paths: Sequence[str]) -> list[list[str]]:
         return list(pool.map(storage.list_dir, paths))
 
 
-def _apply_status(state: StepState, raw: bytes | None) -> None:
+_STATES = frozenset(s.value for s in StepStatus)
+
+
+def _status_fields(output_path: str, raw: bytes | None) -> dict[str, Any]:
+    """The fields of a StepState from a status file's bytes (``StatusRecord``'s format,
+    read without building the record: this runs for every step on every poll)."""
     if raw is None:
-        return
+        return {"state": "PENDING"}
     try:
-        record = StatusRecord.decode(raw)
-    except CorruptRecordError as e:
-        state.state = "CORRUPT"
-        state.error = f"{status_path(state.output_path)} is unreadable ({e})"
-        return
-    state.state = record.status.value
-    state.updated = record.time or None
-    state.host = record.host
-    state.run_id = record.run_id
-    if record.status in (StepStatus.FAILED, StepStatus.CANCELLED):
-        state.error = record.error
+        data = json.loads(raw)
+        state = data["status"]
+        if state not in _STATES:
+            raise ValueError(f"unknown status {state!r}")
+        updated = float(data.get("time") or 0.0) or None
+    except (ValueError, KeyError, TypeError) as e:
+        return {"state": "CORRUPT",
+                "error": f"{status_path(output_path)} is unreadable (not a valid status "
+                         f"record: {e})"}
+    error = data.get("error") if state in ("FAILED", "CANCELLED") else None
+    return {"state": state, "error": None if error is None else str(error),
+            "updated": updated, "host": str(data.get("host", "")),
+            "run_id": str(data.get("run_id", ""))}
 
 
 def _info_summary(info: dict[str, Any] | None) -> dict[str, Any] | None:

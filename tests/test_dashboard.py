@@ -174,9 +174,12 @@ def test_corrupted_records_are_shown_not_fatal(ran: Path):
         assert status == 200 and "19990101-000000-deadbeef.json is unreadable" in body
         status, body, _ = get(f"{url}/experiments/{record['id']}")
         assert status == 200 and "CORRUPT" in body and f"{ok}/.executor_status" in body
-        assert f"{words}/.executor_info is unreadable" in body
+        status, body, _ = get(f"{url}/experiments/all")  # infos are read for this view
+        assert status == 200 and f"{words}/.executor_info is unreadable" in body
         status, body, _ = get(f"{url}/steps/{ok}")
         assert status == 200 and "is unreadable" in body
+        status, body, _ = get(f"{url}/steps/{words}")
+        assert status == 200 and f"{words}/.executor_info is unreadable" in body
         status, body, _ = get(f"{url}/experiments/19990101-000000-deadbeef")
         assert status == 422 and "is unreadable" in body and "Traceback" not in body
 

@@ -33,6 +33,7 @@ from marin.execution.status import (
 )
 from marin.storage import Storage, get_storage
 
+_RAN = ("succeeded", "failed", "lost_lease", "cancelled")
 _STEP_FOLDER = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
 _MAX_DEPTH = 8
 
@@ -256,7 +257,9 @@ class PrefixReader:
                 state.description = plan.get("description")
                 state.dependencies = list(plan.get("dependencies", []))
                 seconds = plan.get("seconds")
-                if isinstance(seconds, int | float) and state.state not in ("RUNNING",):
+                if isinstance(seconds, int | float) and state.state not in ("RUNNING",
+                                                                             "PENDING") \
+                        and plan.get("outcome") in _RAN:
                     state.recorded_seconds = float(seconds)
         if with_info:
             self._attach_infos([s for s in states if s.state != "PENDING" and (

@@ -71,9 +71,10 @@ const marinDashboard = (() => {
       const hasData = traces.some((t) => t.x.length);
       const layout = {
         title: { text: div.dataset.label + (hasData ? "" : " (no data)"), font: { size: 14 } },
-        margin: { l: 60, r: 10, t: 40, b: 40 }, xaxis: { title: { text: "step" } },
+        margin: { l: 60, r: 10, t: 40, b: chosen.length > 1 ? 90 : 45 },
+        xaxis: { title: { text: "step" } },
         yaxis: { type: metric === "loss" || metric === "eval_loss" ? "log" : "linear" },
-        showlegend: chosen.length > 1, legend: { orientation: "h", y: -0.2 },
+        showlegend: chosen.length > 1, legend: { orientation: "h", y: -0.32 },
       };
       Plotly.react(div, traces, layout, { displaylogo: false, responsive: true });
     }

@@ -308,3 +308,14 @@ def test_a_gcs_prefix_reads_through_marin_storage(gcs_bucket: str):
     assert found == {k: v for k, v in states.items() if v != "PENDING"}
     assert status == 200 and "counting failed on purpose" in page
     assert words == 200
+
+
+def test_steps_are_found_in_nested_and_dotted_folders(tmp_path: Path):
+    from marin.dashboard.reader import PrefixReader
+
+    steps = [ExecutorStep("top", count_words, CountConfig(words="1")),
+             ExecutorStep("sweep/v1.5/lr0.01", count_words, CountConfig(words="2")),
+             ExecutorStep("a/b/c/d", count_words, CountConfig(words="3"))]
+    result = Executor(str(tmp_path), max_concurrent=2).run(steps)
+    (tmp_path / "notes.txt").write_text("not a step")
+    assert PrefixReader(str(tmp_path)).discover_steps() == sorted(s.key for s in result.steps)

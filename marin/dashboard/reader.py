@@ -36,6 +36,9 @@ from marin.storage import Storage, get_storage
 _RAN = ("succeeded", "failed", "lost_lease", "cancelled")
 _STEP_FOLDER = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
 _MAX_DEPTH = 8
+# Names that are surely files, so discovery does not list them as folders.
+_FILE_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".csv", ".html", ".png", ".pb",
+                  ".gz", ".parquet", ".zst", ".py", ".yaml", ".npz", ".bin", ".tmp")
 
 
 class DashboardError(Exception):
@@ -213,8 +216,8 @@ class PrefixReader:
                     child = f"{rel}/{name}" if rel else name
                     if _STEP_FOLDER.match(name):
                         keys.append(child)
-                    elif "." not in name:
-                        next_frontier.append(child)
+                    elif not name.endswith(_FILE_SUFFIXES):
+                        next_frontier.append(child)  # a folder grouping steps (or a file)
             frontier = next_frontier
         keys.sort()
         self._discovered = (time.monotonic(), keys)

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -240,8 +241,8 @@ class _TokenMiddleware:
         given = request.query_params.get("token")
         if given is not None and secrets.compare_digest(given, self.token):
             # Trade the URL's token for a cookie and drop it from the address bar.
-            query = "&".join(f"{k}={v}" for k, v in request.query_params.multi_items()
-                             if k != "token")
+            query = urlencode([(k, v) for k, v in request.query_params.multi_items()
+                               if k != "token"])
             target = scope["path"] + (f"?{query}" if query else "")
             response: Response = RedirectResponse(target, status_code=303)
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")

@@ -9,7 +9,6 @@ the page must explain: an unknown step, an empty prefix, an unreadable record.
 
 from __future__ import annotations
 
-import html
 import importlib.util
 import json
 import math
@@ -384,6 +383,3 @@ def _trace_summary(url: str) -> dict[str, Any]:
     except Exception as e:  # the profiling module is optional and evolving
         return {"error": f"{type(e).__name__}: {e}"}
 
-
-def escape(text: str) -> str:
-    return html.escape(text)

@@ -115,6 +115,15 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--heuristic", default="completed-adamh")
     fit.add_argument("--json", action="store_true")
     fit.set_defaults(handler=_scaling_fit)
+    dash = sub.add_parser("dashboard", help="a read-only web page over a prefix: experiments, "
+                          "step graphs, training curves, studies")
+    dash.add_argument("--prefix", help="the executor prefix (default: $MARIN_PREFIX)")
+    dash.add_argument("--port", type=int, default=8050, help="TCP port (default 8050)")
+    dash.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; any "
+                      "other needs a token)")
+    dash.add_argument("--token", help="secret for requests (default: $MARIN_DASHBOARD_TOKEN, "
+                      "else a random one off loopback)")
+    dash.set_defaults(handler=_dashboard)
     return parser
 
 
@@ -138,6 +147,12 @@ def _positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive, finite number, got {text}")
     return value
+
+
+def _dashboard(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin.dashboard.server import main as dashboard_main
+
+    return _reject_extra(extra) or dashboard_main(args.prefix, args.host, args.port, args.token)
 
 
 def _cache_stats(args: argparse.Namespace, extra: list[str]) -> int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.graph import StepGraph, StepNode
+from marin.execution.invocations import record_invocation
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
 from marin.execution.progress import Progress, SilentProgress
 from marin.execution.runners import Runner, make_runner
@@ -185,7 +186,8 @@ class Executor:
             self.storage.check_writable(self.prefix)
         runner = self._runner or make_runner(self.backend, self.max_concurrent,
                                              **self.runner_options)
-        return _Run(self, plan, runner, progress or SilentProgress()).execute()
+        progress = record_invocation(self.prefix, self.storage, progress or SilentProgress())
+        return _Run(self, plan, runner, progress).execute()
 
 
 class _Run:

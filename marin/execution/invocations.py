@@ -1,0 +1,123 @@
+"""A small JSON record of every executor invocation, kept under the prefix.
+
+    progress = record_invocation(executor.prefix, executor.storage, progress)
+    executor.run(steps, progress=progress)
+    # <prefix>/.marin/invocations/20250101-120000-1a2b3c4d.json
+
+The record names the experiment (the script or module that ran), the user, host, git
+commit, start and end time, and every step of the plan: its key, output path,
+dependencies, the plan's action and reason, and how it ended in this invocation. It is
+written when the run starts and rewritten when it ends; ``marin dashboard`` reads it.
+
+Design note: the recorder wraps the run's ``Progress`` instead of adding code to the
+scheduling loop, so the executor calls one function and knows nothing of the format.
+Failing to write the record is logged and never fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from marin.execution.status import current_user, git_commit
+
+if TYPE_CHECKING:
+    from marin.execution.planning import Plan, PlanEntry
+    from marin.execution.progress import Progress
+    from marin.execution.worker import StepOutcome
+    from marin.storage import Storage
+
+logger = logging.getLogger("marin.executor")
+
+INVOCATIONS_DIR = ".marin/invocations"
+FORMAT_VERSION = 1
+
+
+def invocations_folder(prefix: str) -> str:
+    return f"{prefix.rstrip('/')}/{INVOCATIONS_DIR}"
+
+
+def record_invocation(prefix: str, storage: Storage, progress: Progress) -> Progress:
+    """``progress``, wrapped so that the run's start and end are recorded under ``prefix``."""
+    return _InvocationRecorder(prefix, storage, progress)
+
+
+def experiment_of(argv: list[str]) -> str:
+    """The experiment a command line ran: the script, or the argument of ``marin executor``."""
+    if argv and argv[0].endswith(".py"):
+        return argv[0]
+    args = [a for a in argv[1:] if not a.startswith("-")]
+    if "executor" in args:
+        rest = args[args.index("executor") + 1:]
+        candidates = [a for a in rest if a.endswith(".py") or "." in a or "/" in a]
+        if candidates:
+            return candidates[0]
+    return os.path.basename(argv[0]) if argv else "?"
+
+
+class _InvocationRecorder:
+    def __init__(self, prefix: str, storage: Storage, inner: Progress):
+        self._inner = inner
+        self._storage = storage
+        self._id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self._path = f"{invocations_folder(prefix)}/{self._id}.json"
+        self._record: dict[str, Any] = {}
+        self._outcomes: dict[str, dict[str, Any]] = {}
+
+    def run_started(self, plan: Plan, pending: int) -> None:
+        argv = list(sys.argv)
+        self._record = {
+            "format": FORMAT_VERSION, "id": self._id, "prefix": plan.prefix,
+            "experiment": experiment_of(argv), "argv": argv, "cwd": os.getcwd(),
+            "user": current_user(), "host": socket.gethostname(), "pid": os.getpid(),
+            "git_commit": git_commit(), "started": time.time(), "ended": None,
+            "steps": [_step_json(e) for e in plan.entries], "counts": None,
+        }
+        self._write()
+        self._inner.run_started(plan, pending)
+
+    def step_started(self, entry: PlanEntry) -> None:
+        self._inner.step_started(entry)
+
+    def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
+        self._outcomes[entry.node.key] = {"outcome": outcome.state,
+                                          "seconds": round(outcome.seconds, 3),
+                                          "error": outcome.error}
+        self._inner.step_finished(entry, outcome)
+
+    def step_blocked(self, entry: PlanEntry, reason: str) -> None:
+        self._outcomes[entry.node.key] = {"outcome": "blocked", "seconds": 0.0, "error": reason}
+        self._inner.step_blocked(entry, reason)
+
+    def run_finished(self) -> None:
+        self._inner.run_finished()
+        if not self._record:
+            return
+        counts: dict[str, int] = {}
+        for step in self._record["steps"]:
+            step.update(self._outcomes.get(step["key"], {}))
+            if "outcome" not in step:
+                step["outcome"] = "skipped" if step["action"] == "skip" else "cancelled"
+            counts[step["outcome"]] = counts.get(step["outcome"], 0) + 1
+        self._record.update(ended=time.time(), counts=counts)
+        self._write()
+
+    def _write(self) -> None:
+        try:
+            self._storage.write(self._path, json.dumps(self._record, default=str).encode())
+        except Exception as e:  # a record is a convenience; the run goes on without it
+            logger.warning("could not record this invocation at %s: %s", self._path, e)
+
+
+def _step_json(entry: PlanEntry) -> dict[str, Any]:
+    node = entry.node
+    return {"key": node.key, "name": node.name, "output_path": node.output_path,
+            "dependencies": [d.key for d in node.dependencies], "action": entry.action,
+            "reason": entry.reason, "description": node.step.description,
+            "status_at_plan": entry.status.value if entry.status else None}

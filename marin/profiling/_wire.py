@@ -1,0 +1,171 @@
+"""Cut a serialized XSpace into bounded pieces that ``jax.profiler.ProfileData`` parses.
+
+    with fsspec.open(url, "rb") as f:
+        for piece in split_xspace(f, size, limit=64 << 20):
+            data = ProfileData.from_serialized_xspace(piece)   # one plane, some of its lines
+
+Design note: ``ProfileData.from_file`` holds the whole XSpace as C++ messages, several
+times the file's size (a 1 GB trace would need far more than 2 GB). The XSpace format
+nests ``planes`` (repeated XPlane) holding ``lines`` (repeated XLine) holding ``events``;
+a repeated field may be cut anywhere between its elements. This module reads only the
+protobuf framing (field tags and lengths) to find those cuts: each piece is a valid XSpace
+with one plane, that plane's metadata and stats, and a run of its lines (a very long line
+is cut between events, its own header repeated). Every event, stat and name is still
+decoded by jaxlib's parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+_LEN = 2
+_PLANE_LINES = 3  # XPlane.lines
+_LINE_EVENTS = 4  # XLine.events
+_SPACE_PLANES = 1  # XSpace.planes
+_BLOCK = 1 << 20
+
+
+class WireError(ValueError):
+    """The bytes are not a well-formed protobuf message (truncated or not a trace)."""
+
+
+def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise WireError("a field runs past the end of the data (truncated)")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise WireError("malformed varint")
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        bits = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(bits | 0x80)
+        else:
+            out.append(bits)
+            return bytes(out)
+
+
+def _field(number: int, body: bytes) -> bytes:
+    return _encode_varint(number << 3 | _LEN) + _encode_varint(len(body)) + body
+
+
+class _Reader:
+    """Random access to a file object with a one-block cache for small reads."""
+
+    def __init__(self, f: BinaryIO, size: int):
+        self.f, self.size = f, size
+        self._start, self._block = 0, b""
+
+    def read(self, offset: int, n: int) -> bytes:
+        if offset + n > self.size:
+            raise WireError("a field runs past the end of the file (truncated)")
+        if self._start <= offset and offset + n <= self._start + len(self._block):
+            return self._block[offset - self._start:offset - self._start + n]
+        if n >= _BLOCK:
+            self.f.seek(offset)
+            return _read_exactly(self.f, n)
+        self.f.seek(offset)
+        self._start = offset
+        self._block = _read_exactly(self.f, min(_BLOCK, self.size - offset))
+        return self._block[:n]
+
+    def fields(self, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+        """(field number, start of the field, start of its value, end) of a message's fields."""
+        pos = start
+        while pos < end:
+            head = self.read(pos, min(20, end - pos))
+            key, i = _varint(head, 0)
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                raise WireError("field number 0 (not a protobuf message)")
+            if wire == 0:
+                _, j = _varint(head, i)
+                value, stop = pos + i, pos + j
+            elif wire == _LEN:
+                length, j = _varint(head, i)
+                value, stop = pos + j, pos + j + length
+            elif wire == 1:
+                value, stop = pos + i, pos + i + 8
+            elif wire == 5:
+                value, stop = pos + i, pos + i + 4
+            else:
+                raise WireError(f"wire type {wire} (not a trace)")
+            if stop > end:
+                raise WireError("a field runs past the end of its message (truncated)")
+            yield number, pos, value, stop
+            pos = stop
+
+
+def _read_exactly(f: BinaryIO, n: int) -> bytes:
+    data = f.read(n)
+    if len(data) != n:
+        raise WireError("the file ended early (truncated)")
+    return data
+
+
+def split_xspace(f: BinaryIO, size: int, limit: int = 64 << 20) -> Iterator[bytes]:
+    """Serialized XSpaces of at most about ``limit`` bytes each, one plane apiece."""
+    reader = _Reader(f, size)
+    for number, _, value, stop in reader.fields(0, size):
+        if number == _SPACE_PLANES:
+            yield from _split_plane(reader, value, stop, limit)
+
+
+def _split_plane(reader: _Reader, start: int, end: int, limit: int) -> Iterator[bytes]:
+    if end - start <= limit:
+        yield _field(_SPACE_PLANES, reader.read(start, end - start))
+        return
+    header, lines = bytearray(), []
+    for number, field_start, value, stop in reader.fields(start, end):
+        if number == _PLANE_LINES:
+            lines.append((value, stop))
+        else:
+            header += reader.read(field_start, stop - field_start)
+    header = bytes(header)
+    budget = max(limit - len(header), 1 << 20)
+    batch: list[bytes] = []
+    batch_size = 0
+    for line_start, line_end in lines:
+        for part in _split_line(reader, line_start, line_end, budget):
+            if batch and batch_size + len(part) > budget:
+                yield _field(_SPACE_PLANES, header + b"".join(batch))
+                batch, batch_size = [], 0
+            batch.append(part)
+            batch_size += len(part)
+    if batch or not lines:
+        yield _field(_SPACE_PLANES, header + b"".join(batch))
+
+
+def _split_line(reader: _Reader, start: int, end: int, budget: int) -> Iterator[bytes]:
+    """The line as one XPlane.lines field, or several with the events shared out."""
+    if end - start <= budget:
+        yield _field(_PLANE_LINES, reader.read(start, end - start))
+        return
+    header, events_start, events_end = bytearray(), None, start
+    runs: list[tuple[int, int]] = []
+    for number, field_start, _, stop in reader.fields(start, end):
+        if number == _LINE_EVENTS:
+            if events_start is None or field_start != events_end or \
+                    stop - events_start > budget:
+                if events_start is not None:
+                    runs.append((events_start, events_end))
+                events_start = field_start
+            events_end = stop
+        else:
+            header += reader.read(field_start, stop - field_start)
+    if events_start is not None:
+        runs.append((events_start, events_end))
+    for run_start, run_end in runs:
+        yield _field(_PLANE_LINES, bytes(header) + reader.read(run_start, run_end - run_start))

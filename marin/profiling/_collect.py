@@ -27,9 +27,12 @@ from typing import Any
 import numpy as np
 
 CATEGORIES = ("compute", "communication", "data_loading", "host", "idle")
+# XLA's collective opcodes (also in GPU kernel names, NCCL's among them) and the JAX
+# primitives that instruction names come from on CPU (``psum_invariant.7``).
 _COLLECTIVE = re.compile(
-    r"all-?reduce|all-?gather|reduce-?scatter|all-?to-?all|collective-?permute|"
-    r"collective-?broadcast|(?<![a-z])(send|recv)(?![a-z])|nccl", re.IGNORECASE)
+    r"all[-_]?reduce|all[-_]?gather|reduce[-_]?scatter|all[-_]?to[-_]?all|"
+    r"collective[-_]?permute|collective[-_]?broadcast|(?<![a-z])(send|recv)(?![a-z])|nccl|"
+    r"(?<![a-z])(psum|pmax|pmin|pmean|ppermute|pbroadcast|psum_scatter)", re.IGNORECASE)
 DATA_PREFIXES = ("marin.data", "Iterator::", "grain", "tf_data")
 _GPU, _TPU, _HOST = "/device:GPU:", "/device:TPU:", "/host:CPU"
 _TPU_OPS_LINE, _TPU_STEPS_LINE = "XLA Ops", "Steps"

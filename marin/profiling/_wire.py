@@ -134,7 +134,7 @@ def _split_plane(reader: _Reader, start: int, end: int, limit: int) -> Iterator[
         else:
             header += reader.read(field_start, stop - field_start)
     header = bytes(header)
-    budget = max(limit - len(header), 1 << 20)
+    budget = max(limit - len(header), limit // 2)
     batch: list[bytes] = []
     batch_size = 0
     for line_start, line_end in lines:

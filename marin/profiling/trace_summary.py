@@ -52,9 +52,9 @@ def load(url: str, top: int = 10) -> TraceSummary:
     for path in files:
         _read_file(fs, path, collector)
     data = collector.finish()
-    if not data.planes:
-        raise TraceError(f"{_url(fs, files[0])}: no planes in this XPlane file; it is not a "
-                         "profile jax.profiler wrote")
+    if not any(p.startswith(("/host:", "/device:")) for p in data.planes):
+        raise TraceError(f"{_url(fs, files[0])}: no host or device planes in this file; it is "
+                         "not a profile that jax.profiler wrote")
     return TraceSummary(data, sources=tuple(_url(fs, f) for f in files), top=top)
 
 

@@ -175,10 +175,14 @@ class Collector:
 
     # -- host threads ------------------------------------------------------------------
     def _host_line(self, host: str, line: Any) -> None:
-        kinds, ops = self._host_kind, self.cpu_ops
+        kinds = self._host_kind
         data = self._spans(self.data, host)
         work = self._spans(self.work, host)
         data_buf, work_buf = data.pending, work.pending
+        # Host work is merged on the fly: most host events nest in one another (Python
+        # calls, dispatch), and events on a line come sorted by start. An event out of
+        # order only starts a new interval; the final merge sorts.
+        lo = hi = -1.0
         n = 0
         for e in line.events:
             n += 1
@@ -187,40 +191,49 @@ class Collector:
             if kind is None:
                 kind = kinds[name] = _host_kind(name, dict(e.stats))
             if kind == _WORK:
-                duration = e.duration_ns
-                if duration > 0:
-                    start = e.start_ns
-                    work_buf.append(start)
-                    work_buf.append(start + duration)
+                start, end = e.start_ns, e.end_ns
+                if start >= lo and end <= hi:
+                    continue
+                if lo <= start <= hi:
+                    hi = end
+                else:
+                    if hi > lo:
+                        work_buf.append(lo)
+                        work_buf.append(hi)
+                    lo, hi = start, end
             elif kind == _XLA:
-                stats = dict(e.stats)
-                op_name = stats.get("hlo_op") or name
-                start, duration = e.start_ns, e.duration_ns
-                op = ops.get(op_name)
-                if op is None:
-                    op = ops[op_name] = [0, 0.0, int(is_collective(op_name,
-                                                                   stats.get("hlo_category")))]
-                op[0] += 1
-                op[1] += duration
-                device = f"{host if self.multi_host else ''}/cpu:" \
-                    f"{int(stats.get('device_ordinal', 0) or 0)}"
-                self.device_host[device] = host
-                buf = self._spans(self.cpu_busy, (device, op[2])).pending
-                buf.append(start)
-                buf.append(start + duration)
+                self._cpu_op(host, name, e)
             elif kind == _DATA:
-                start = e.start_ns
-                data_buf.append(start)
-                data_buf.append(start + e.duration_ns)
+                data_buf.append(e.start_ns)
+                data_buf.append(e.end_ns)
             elif kind == _STEP:
                 step = dict(e.stats).get("step_num")
                 if step is not None:
-                    _add_step(self.host_steps, int(step), e.start_ns, e.start_ns + e.duration_ns)
+                    _add_step(self.host_steps, int(step), e.start_ns, e.end_ns)
+        if hi > lo:
+            work_buf.append(lo)
+            work_buf.append(hi)
         self.events += n
         data.flush()
         work.flush()
         for spans in self.cpu_busy.values():
             spans.flush()
+
+    def _cpu_op(self, host: str, name: str, e: Any) -> None:
+        stats = dict(e.stats)
+        op_name = stats.get("hlo_op") or name
+        start, duration = e.start_ns, e.duration_ns
+        op = self.cpu_ops.get(op_name)
+        if op is None:
+            op = self.cpu_ops[op_name] = [0, 0.0, int(is_collective(
+                op_name, stats.get("hlo_category")))]
+        op[0] += 1
+        op[1] += duration
+        device = f"{host if self.multi_host else ''}/cpu:{int(stats.get('device_ordinal') or 0)}"
+        self.device_host[device] = host
+        buf = self._spans(self.cpu_busy, (device, op[2])).pending
+        buf.append(start)
+        buf.append(start + duration)
 
     @staticmethod
     def _spans(table: dict, key: Any) -> _Spans:

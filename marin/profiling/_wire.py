@@ -153,19 +153,51 @@ def _split_line(reader: _Reader, start: int, end: int, budget: int) -> Iterator[
     if end - start <= budget:
         yield _field(_PLANE_LINES, reader.read(start, end - start))
         return
-    header, events_start, events_end = bytearray(), None, start
-    runs: list[tuple[int, int]] = []
-    for number, field_start, _, stop in reader.fields(start, end):
-        if number == _LINE_EVENTS:
-            if events_start is None or field_start != events_end or \
-                    stop - events_start > budget:
-                if events_start is not None:
-                    runs.append((events_start, events_end))
-                events_start = field_start
-            events_end = stop
-        else:
-            header += reader.read(field_start, stop - field_start)
-    if events_start is not None:
-        runs.append((events_start, events_end))
+    header, runs = _scan_line(reader, start, end, budget)
     for run_start, run_end in runs:
-        yield _field(_PLANE_LINES, bytes(header) + reader.read(run_start, run_end - run_start))
+        yield _field(_PLANE_LINES, header + reader.read(run_start, run_end - run_start))
+
+
+_EVENT_TAG = _LINE_EVENTS << 3 | _LEN
+
+
+def _scan_line(reader: _Reader, start: int, end: int, budget: int
+               ) -> tuple[bytes, list[tuple[int, int]]]:
+    """A line's fields other than events, and runs of whole events of at most ``budget``
+    bytes. Events are most of a large trace, so their framing is read inline."""
+    header = bytearray()
+    runs: list[tuple[int, int]] = []
+    run_start = run_end = -1
+    pos = start
+    while pos < end:
+        block = reader.read(pos, min(4 * _BLOCK, end - pos))
+        base = pos
+        stop = len(block) if base + len(block) == end else len(block) - 24
+        i = 0
+        while i < stop:
+            if block[i] == _EVENT_TAG:
+                length = block[i + 1]
+                j = i + 2
+                if length >= 0x80:
+                    length, j = _varint(block, i + 1)
+                field_start, i = base + i, j + length
+                if field_start != run_end or base + i - run_start > budget:
+                    if run_end > run_start:
+                        runs.append((run_start, run_end))
+                    run_start = field_start
+                run_end = base + i
+            else:
+                (_, field_start, _, field_end), = _first_field(reader, base + i, end)
+                header += reader.read(field_start, field_end - field_start)
+                i = field_end - base
+        pos = base + i
+    if pos != end or run_end > end:
+        raise WireError("an event runs past the end of its line (truncated)")
+    if run_end > run_start:
+        runs.append((run_start, run_end))
+    return bytes(header), runs
+
+
+def _first_field(reader: _Reader, start: int, end: int) -> list[tuple[int, int, int, int]]:
+    fields = reader.fields(start, end)
+    return [next(fields)]

@@ -56,10 +56,13 @@ class _Spans:
         self.merged: list[np.ndarray] = []
 
     def flush(self) -> None:
+        """Merge what is pending; the buffer is emptied in place (callers keep it)."""
         if self.pending:
-            self.merged.append(merge(np.frombuffer(self.pending, dtype=np.float64)
-                                     .reshape(-1, 2).copy()))
-            self.pending = array("d")
+            view = np.frombuffer(self.pending, dtype=np.float64).reshape(-1, 2)
+            spans = view.copy()
+            del view
+            del self.pending[:]
+            self.merged.append(merge(spans))
 
     def result(self) -> np.ndarray:
         self.flush()
@@ -118,6 +121,7 @@ class Collector:
         self.device_steps: dict[int, list[float]] = {}
         self._device_kind: dict[str, int] = {}
         self._host_kind: dict[str, int] = {}
+        self._cpu_targets: dict[tuple[str, str, int], tuple[list[Any], array]] = {}
         self.hosts: list[str] = []
 
     def add(self, host: str, profile: Any) -> None:
@@ -220,20 +224,35 @@ class Collector:
             spans.flush()
 
     def _cpu_op(self, host: str, name: str, e: Any) -> None:
-        stats = dict(e.stats)
+        stats = e.stats
+        ordinal = 0
+        for key, value in stats:
+            if key == "device_ordinal":
+                ordinal = value
+                break
+        target = self._cpu_targets.get((host, name, ordinal))
+        if target is None:
+            target = self._cpu_target(host, name, ordinal, dict(stats))
+        op, buf = target
+        start, end = e.start_ns, e.end_ns
+        op[0] += 1
+        op[1] += end - start
+        buf.append(start)
+        buf.append(end)
+
+    def _cpu_target(self, host: str, name: str, ordinal: int, stats: dict[str, Any]
+                    ) -> tuple[list[Any], array]:
+        """The op's totals and its device's interval buffer, cached by event name."""
         op_name = stats.get("hlo_op") or name
-        start, duration = e.start_ns, e.duration_ns
         op = self.cpu_ops.get(op_name)
         if op is None:
             op = self.cpu_ops[op_name] = [0, 0.0, int(is_collective(
                 op_name, stats.get("hlo_category")))]
-        op[0] += 1
-        op[1] += duration
-        device = f"{host if self.multi_host else ''}/cpu:{int(stats.get('device_ordinal') or 0)}"
+        device = f"{host if self.multi_host else ''}/cpu:{int(ordinal or 0)}"
         self.device_host[device] = host
-        buf = self._spans(self.cpu_busy, (device, op[2])).pending
-        buf.append(start)
-        buf.append(start + duration)
+        spans = self._spans(self.cpu_busy, (device, op[2]))
+        target = self._cpu_targets[(host, name, ordinal)] = (op, spans.pending)
+        return target
 
     @staticmethod
     def _spans(table: dict, key: Any) -> _Spans:

@@ -36,6 +36,8 @@ def resolve(url: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
         info = fs.info(path)
     except FileNotFoundError:
         raise TraceError(f"{url}: no such file or folder") from None
+    except OSError as e:
+        raise TraceError(f"cannot read {url}: {e}") from None
     if info.get("type") == "directory":
         return fs, _newest_run(fs, path, url)
     if not path.endswith(XPLANE_SUFFIXES):

@@ -82,6 +82,8 @@ def _read_file(fs: Any, path: str, collector: Collector) -> None:
     except WireError as e:
         raise TraceError(f"{url}: not a readable XPlane trace: {e}; pass an intact "
                          ".xplane.pb written by jax.profiler") from None
+    except OSError as e:
+        raise TraceError(f"cannot read {url}: {e}") from None
 
 
 def _url(fs: Any, path: str) -> str:

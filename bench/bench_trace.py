@@ -9,7 +9,8 @@ length (the line's ``timestamp_ns`` is set again after its events, and protobuf 
 last value). Each figure comes from a fresh process: wall time of the summary and its peak
 RSS. Beside it, in the same run: the whole-file baseline (``ProfileData.from_file`` and a
 walk over every event), and xprof's own conversion (``overview_page``) where xprof is
-installed (up to 100 MB: it holds the whole trace several times over).
+installed (up to 100 MB: it holds the whole trace several times over). With --with-1gb
+the whole-file baseline itself needs about 11 GB of memory.
 
 Goals: 100 MB in under 15 s; 1 GB in under 2 GB of RSS.
 """

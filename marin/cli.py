@@ -2,6 +2,7 @@
 
     marin executor --dry-run experiments/isoflop_3e19.py
     marin executor --prefix gs://bucket/x --max-concurrent 4 experiments.tiny --json
+    marin trace summarize gs://bucket/train/run-1234 --top 15
 """
 
 from __future__ import annotations
@@ -124,6 +125,25 @@ def _parser() -> argparse.ArgumentParser:
     dash.add_argument("--token", help="secret for requests (default: $MARIN_DASHBOARD_TOKEN, "
                       "else a random one off loopback)")
     dash.set_defaults(handler=_dashboard)
+
+    trace = sub.add_parser("trace", help="summaries of JAX profiles (XPlane traces)")
+    trace_sub = trace.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
+    summ = trace_sub.add_parser("summarize", help="top kernels, time per category, steps "
+                                "and hints of a trace")
+    summ.add_argument("path", help="an .xplane.pb, a profile folder, or a training step's "
+                      "output folder (any fsspec URL)")
+    summ.add_argument("--top", type=int, default=10, help="kernels to list (default 10)")
+    summ.add_argument("--json", action="store_true")
+    summ.add_argument("--html", metavar="OUT", help="write a breakdown chart (plotly HTML)")
+    summ.add_argument("--png", metavar="OUT", help="write a breakdown chart (PNG)")
+    summ.set_defaults(handler=_trace_summarize)
+    comp = trace_sub.add_parser("compare", help="per category and per top kernel: the "
+                                "change from trace A to trace B")
+    comp.add_argument("before")
+    comp.add_argument("after")
+    comp.add_argument("--top", type=int, default=10)
+    comp.add_argument("--json", action="store_true")
+    comp.set_defaults(handler=_trace_compare)
     return parser
 
 
@@ -153,6 +173,19 @@ def _dashboard(args: argparse.Namespace, extra: list[str]) -> int:
     from marin.dashboard.server import main as dashboard_main
 
     return _reject_extra(extra) or dashboard_main(args.prefix, args.host, args.port, args.token)
+
+
+def _trace_summarize(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin.profiling import report
+
+    return _reject_extra(extra) or report.summarize(args.path, args.top, args.json, args.html,
+                                                    args.png)
+
+
+def _trace_compare(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin.profiling import report
+
+    return _reject_extra(extra) or report.compare(args.before, args.after, args.top, args.json)
 
 
 def _cache_stats(args: argparse.Namespace, extra: list[str]) -> int:

@@ -94,7 +94,8 @@ class TrainLmConfig:
         log_every: steps between progress lines when output is not a terminal.
         hardware: preset whose peak FLOP/s is the MFU denominator.
         profile_steps: capture a JAX profile (XPlane) of steps [a, b) into
-            ``<output>/profile``.
+            ``<output>/profile``, each step marked by a ``StepTraceAnnotation``; read it
+            with ``marin trace summarize <output>``.
     """
 
     cache_path: str
@@ -202,19 +203,21 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
     train_iter = iter(loader)
     progress = _progress_bar(config, start)
     for step in range(start, config.train_steps):
-        _, batch = next(train_iter)
         profiling = _maybe_profile(config, step)
-        t0 = time.perf_counter()
-        try:
-            model, opt_state, loss, grad_norm = step_fn(model, opt_state,
-                                                        sharding.place_batch(batch))
-        except jax.errors.JaxRuntimeError as e:
-            oom = explain_out_of_memory(e, config.batch_size, sharding.count)
-            if oom is None:
-                raise
-            raise oom from e
-        loss = float(loss)
-        elapsed = time.perf_counter() - t0
+        # A step marker for profile readers (`marin trace summarize`): data wait included.
+        with jax.profiler.StepTraceAnnotation("train", step_num=step):
+            _, batch = next(train_iter)
+            t0 = time.perf_counter()
+            try:
+                model, opt_state, loss, grad_norm = step_fn(model, opt_state,
+                                                            sharding.place_batch(batch))
+            except jax.errors.JaxRuntimeError as e:
+                oom = explain_out_of_memory(e, config.batch_size, sharding.count)
+                if oom is None:
+                    raise
+                raise oom from e
+            loss = float(loss)
+            elapsed = time.perf_counter() - t0
         if profiling:
             _stop_profile(config, step)
         if not math.isfinite(loss):

@@ -319,3 +319,52 @@ def test_steps_are_found_in_nested_and_dotted_folders(tmp_path: Path):
     result = Executor(str(tmp_path), max_concurrent=2).run(steps)
     (tmp_path / "notes.txt").write_text("not a step")
     assert PrefixReader(str(tmp_path)).discover_steps() == sorted(s.key for s in result.steps)
+
+
+_TRAINING = __import__("threading").Event()
+
+
+@dataclass(frozen=True)
+class FakeRunConfig:
+    records: int
+    output_path: str = this_output_path()
+
+
+def write_metrics_then_wait(config: FakeRunConfig) -> None:
+    """Writes its metrics the way the trainer does, into the attempt folder the executor
+    gives it, then waits until the test has looked."""
+    import fsspec
+
+    with fsspec.open(f"{config.output_path}/metrics.jsonl", "w") as f:
+        for step in range(config.records):
+            f.write(json.dumps({"step": step, "loss": 5.0 - step}) + "\n")
+    assert _TRAINING.wait(timeout=120)
+
+
+def test_a_running_run_shows_the_metrics_of_its_attempt_folder(tmp_path: Path):
+    import threading
+
+    step = ExecutorStep("train/live", write_metrics_then_wait, FakeRunConfig(records=3))
+    _TRAINING.clear()
+    runner = threading.Thread(target=lambda: Executor(str(tmp_path)).run([step]))
+    runner.start()
+    try:
+        attempts = list(tmp_path.glob("train/live-*/.attempts/*/metrics.jsonl"))
+        for _ in range(600):
+            if attempts:
+                break
+            __import__("time").sleep(0.05)
+            attempts = list(tmp_path.glob("train/live-*/.attempts/*/metrics.jsonl"))
+        assert attempts, "the step never wrote its metrics"
+        key = attempts[0].parent.parent.parent.relative_to(tmp_path).as_posix()
+        with running_dashboard(str(tmp_path)) as url:
+            status, body, _ = get(f"{url}/api/metrics?run={key}")
+            run = json.loads(body)["runs"][key]
+            assert status == 200 and run["state"] == "RUNNING"
+            assert run["records"] == 3 and run["series"]["loss"][1] == [5.0, 4.0, 3.0]
+            _, runs_page, _ = get(f"{url}/runs")
+            assert key in runs_page  # listed as a training run while it trains
+    finally:
+        _TRAINING.set()
+        runner.join(timeout=60)
+    assert status_of(next(tmp_path.glob("train/live-*"))) == "SUCCESS"

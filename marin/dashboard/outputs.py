@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from marin.dashboard.reader import PrefixReader, StepState, list_many
+from marin.execution.status import attempt_path
 
 LOG_NAMES = (".executor_log",)
 LOG_SUFFIXES = (".log", ".log.txt")
@@ -49,7 +50,7 @@ class OutputIndex:
         now = time.monotonic()
         todo = [s for s in states if s.key not in self._top or (not self._top[s.key][1]
                 and now - self._top[s.key][0] > _LIST_TTL)]
-        listings = list_many(self.reader.storage, [s.output_path for s in todo])
+        listings = list_many(self.reader.storage, [live_folder(s) for s in todo])
         with self._lock:
             for state, names in zip(todo, listings, strict=True):
                 self._top[state.key] = (now, state.state == "SUCCESS", sorted(names))
@@ -131,9 +132,21 @@ def read_text_tail(reader: PrefixReader, key: str, sub: str, limit: int = 64_000
     return (text[-limit:], True) if len(text) > limit else (text, False)
 
 
-def read_metrics(reader: PrefixReader, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """For each run, its ``metrics.jsonl`` records (unparseable lines counted, not fatal)."""
-    blobs = reader.storage.read_many([f"{reader.output_path(k)}/metrics.jsonl" for k in keys])
+def live_folder(state: StepState) -> str:
+    """Where a step's files are now: a running step writes into its attempt folder, which
+    the executor commits into the output only when the step succeeds."""
+    if state.state == "RUNNING" and state.run_id:
+        return attempt_path(state.output_path, state.run_id)
+    return state.output_path
+
+
+def read_metrics(reader: PrefixReader, keys: Sequence[str],
+                 folders: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """For each run, its ``metrics.jsonl`` records (unparseable lines counted, not fatal),
+    read from ``folders[key]`` where given (a running step's attempt folder)."""
+    folders = folders or {}
+    blobs = reader.storage.read_many(
+        [f"{folders.get(k) or reader.output_path(k)}/metrics.jsonl" for k in keys])
     out = {}
     for key, blob in zip(keys, blobs, strict=True):
         records, bad = [], 0

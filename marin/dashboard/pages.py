@@ -23,6 +23,7 @@ from marin.dashboard.outputs import (
     IMAGE_TYPES,
     OutputIndex,
     is_text,
+    live_folder,
     log_files,
     read_json_files,
     read_metrics,
@@ -259,7 +260,7 @@ def runs_page(reader: PrefixReader, exp: str | None, selected: list[str]) -> dic
     chosen = [k for k in selected if k in set(run_keys)] or run_keys[:RUN_LIMIT]
     summaries = read_json_files(reader, run_keys, "summary.json")
     infos = {k: reader.info(k)[0] for k in chosen}
-    metrics = metrics_json(reader, chosen, {s.key: s.state for s in runs})
+    metrics = metrics_json(reader, chosen, {s.key: s for s in runs})
     groups: dict[str, list[StepState]] = {}
     for s in runs:
         groups.setdefault(s.family, []).append(s)
@@ -269,12 +270,13 @@ def runs_page(reader: PrefixReader, exp: str | None, selected: list[str]) -> dic
 
 
 def metrics_json(reader: PrefixReader, keys: list[str],
-                 known_states: dict[str, str] | None = None) -> dict[str, Any]:
+                 known_states: dict[str, StepState] | None = None) -> dict[str, Any]:
     keys = [step_key_of(k) for k in keys]
-    states = known_states or {s.key: s.state for s in reader.step_states(keys,
-                                                                           with_info=False)}
+    known = known_states or {s.key: s for s in reader.step_states(keys, with_info=False)}
+    states = {key: state.state for key, state in known.items()}
+    folders = {key: live_folder(state) for key, state in known.items()}
     out: dict[str, Any] = {}
-    for key, data in read_metrics(reader, keys).items():
+    for key, data in read_metrics(reader, keys, folders).items():
         records = data["records"]
         series = {}
         for name, _ in METRICS:

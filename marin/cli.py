@@ -106,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--heuristic", default="completed-adamh")
     fit.add_argument("--json", action="store_true")
     fit.set_defaults(handler=_scaling_fit)
+
+    from marin.services.cli import add_parsers as add_service_parsers
+
+    add_service_parsers(sub)  # services, logs, kv, status
     return parser
 
 

@@ -122,7 +122,9 @@ class Executor:
             self.storage.check_writable(self.prefix)
         runner = self._runner or make_runner(self.backend, self.max_concurrent,
                                              **self.runner_options)
-        return _Run(self, plan, runner, progress or SilentProgress()).execute()
+        from marin.services.step_states import publishing  # logs and live states, when set
+
+        return _Run(self, plan, runner, publishing(progress or SilentProgress())).execute()
 
 
 class _Run:

@@ -23,6 +23,7 @@ from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 from tests.conftest import ROOT
 from tests.services_util import ServiceProcess, wait_until
+from tests.test_training import cache  # noqa: F401  (the tiny token cache fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -217,3 +218,59 @@ def test_kv_service_and_cli_round_trip(tmp_path: Path, monkeypatch):
         down = json.loads(cli("services", "down", "--cluster", "c", "--json"))
     assert {r["state"] for r in down} == {"stopped"}
     cli("services", "status", "--cluster", "c", code=1)
+
+
+EXPERIMENT = """
+import dataclasses, logging, sys
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from marin.execution import Executor, ExecutorStep, this_output_path
+from marin.training import train_lm
+from tests.test_training import tiny_config
+
+@dataclasses.dataclass(frozen=True)
+class HelloConfig:
+    output: str
+
+def hello(config):
+    logging.getLogger("experiments.hello").info("hello from the step", extra={{"step": 7}})
+
+train = dataclasses.replace(
+    tiny_config(Path({cache!r}), Path("unused"), train_steps=3, eval_every=0, log_every=1),
+    output_path=this_output_path())
+steps = [ExecutorStep("hello", hello, HelloConfig(output=this_output_path())),
+         ExecutorStep("train", train_lm, train)]
+result = Executor({prefix!r}, max_concurrent=1).run(steps)
+sys.exit(0 if result.ok else 1)
+"""
+
+
+def test_executor_and_trainer_log_through_the_service(tmp_path: Path, cache: Path):  # noqa: F811
+    clusters = tmp_path / "clusters"
+    with ServiceProcess("logger", tmp_path / "logs", clusters) as logger, \
+            ServiceProcess("kv", tmp_path / "kv", clusters) as kv:
+        env = {**os.environ, "MARIN_LOGGER": logger.url, "MARIN_KV": kv.url,
+               "MARIN_RUN": "exp-1"}
+        script = EXPERIMENT.format(root=str(ROOT), cache=str(cache),
+                                   prefix=str(tmp_path / "out"))
+        subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True,
+                       timeout=300)
+        entries = _all(logger.url, run="exp-1")
+        by_source = Counter(e["source"] for e in entries)
+        hello = [e for e in entries if e["msg"] == "hello from the step"]
+        assert len(hello) == 1 and hello[0]["step"] == 7
+        assert hello[0]["source"] == "experiments.hello"
+        metrics = [e for e in entries if e["msg"] == "metrics" and "loss" in e]
+        assert [m["step"] for m in metrics] == [1, 2, 3]
+        assert all(m["loss"] > 0 and "tokens_per_s" in m for m in metrics)
+        assert by_source["marin.training"] >= 3  # "step N loss ..." lines, log_every=1
+        ends = {e["msg"].split()[1]: e["state"] for e in entries
+                if e["source"] == "marin.executor" and e["state"] != "running"}
+        assert set(ends.values()) == {"succeeded"} and len(ends) == 2
+        status = subprocess.run([sys.executable, "-m", "marin.cli", "status", "--url", kv.url,
+                                 "--json"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=60, check=True)
+        states = json.loads(status.stdout)
+        assert sorted(s["name"] for s in states) == ["hello", "train"]
+        assert {s["state"] for s in states} == {"succeeded"}
+        assert {s["pid"] for s in states} != {os.getpid()}

@@ -9,7 +9,8 @@
 
 The handler never blocks on the network (it writes through ``LogClient.write_batch``). A
 record's ``extra=`` fields become the entry's extra fields, ``step`` and ``run`` its own;
-$MARIN_RUN names the run for entries that do not. The executor installs it, and the Ray
+$MARIN_RUN names the run for entries that do not; $MARIN_LOG_LEVEL (default INFO) is the
+lowest level sent. The executor installs it, and the Ray
 runner passes $MARIN_LOGGER on to its workers.
 """
 
@@ -25,6 +26,7 @@ from marin.inference.client import LogClient
 
 LOGGER_ENV = "MARIN_LOGGER"
 RUN_ENV = "MARIN_RUN"
+LEVEL_ENV = "MARIN_LOG_LEVEL"
 # Attributes every LogRecord has: anything else came from ``extra=``.
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -74,11 +76,20 @@ def install_from_env() -> LogServiceHandler | None:
     with _lock:
         if _installed is not None and _installed.url == url:
             return _installed
-        handler = LogServiceHandler(url, run=os.environ.get(RUN_ENV, ""))
-        logging.getLogger().addHandler(handler)
-        marin_logger = logging.getLogger("marin")
-        if marin_logger.getEffectiveLevel() > logging.INFO:
-            marin_logger.setLevel(logging.INFO)
+        level = logging.getLevelName(os.environ.get(LEVEL_ENV, "INFO").upper())
+        if not isinstance(level, int):
+            raise ValueError(f"${LEVEL_ENV}={os.environ[LEVEL_ENV]!r}: use DEBUG, INFO, "
+                             "WARNING, ERROR or CRITICAL")
+        handler = LogServiceHandler(url, run=os.environ.get(RUN_ENV, ""), level=level)
+        root = logging.getLogger()
+        if root.level > level:
+            # Lower the root logger so records reach the service, and pin the existing
+            # handlers to the old level so the console shows exactly what it showed before.
+            for existing in root.handlers:
+                if existing.level == logging.NOTSET:
+                    existing.setLevel(root.level)
+            root.setLevel(level)
+        root.addHandler(handler)
         atexit.register(handler.close)
         _installed = handler
         return handler

@@ -34,26 +34,29 @@ def kv_url_from_env() -> str | None:
 
 
 def publishing(progress: Any) -> Any:
-    """``progress`` itself, or a wrapper that also publishes states when a cluster is set;
-    also routes logs to $MARIN_LOGGER when set."""
+    """``progress`` itself, or a wrapper that also publishes step states (when a cluster is
+    set) and logs each step's start and end (when $MARIN_LOGGER is set). Also routes this
+    process's logs to $MARIN_LOGGER."""
     from marin.inference.handler import install_from_env
 
-    install_from_env()
+    handler = install_from_env()
     url = kv_url_from_env()
-    if not url:
+    if not url and handler is None:
         return progress
-    return _PublishingProgress(progress, url)
+    return _PublishingProgress(progress, url, handler)
 
 
 class _PublishingProgress:
-    def __init__(self, inner: Any, url: str):
+    def __init__(self, inner: Any, url: str | None, handler: Any):
         self._inner = inner
         self._url = url
+        self._handler = handler
         self.executor = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._queue: queue.Queue[tuple[str, dict] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._publish_loop, daemon=True,
                                         name="marin-step-states")
-        self._thread.start()
+        if url:
+            self._thread.start()
 
     def _publish(self, entry: Any, state: str, error: str | None = None) -> None:
         node = entry.node
@@ -61,7 +64,16 @@ class _PublishingProgress:
                  "output_path": entry.output_path, "host": socket.gethostname(),
                  "pid": os.getpid(), "executor": self.executor, "updated": time.time(),
                  "error": error}
-        self._queue.put((f"{PREFIX}{self.executor}/{node.key}", value))
+        if self._handler is not None:
+            # Straight to the service, not through the root logger: the console already
+            # shows progress its own way.
+            self._handler.client.write_batch([{
+                "level": "ERROR" if error and state != "blocked" else "INFO",
+                "msg": f"step {node.key} {state}" + (f": {error}" if error else ""),
+                "source": "marin.executor", "output_path": entry.output_path,
+                "executor": self.executor, "state": state}])
+        if self._url:
+            self._queue.put((f"{PREFIX}{self.executor}/{node.key}", value))
 
     def _publish_loop(self) -> None:
         from marin.services.channel import ServiceError
@@ -99,12 +111,11 @@ class _PublishingProgress:
         self._inner.step_blocked(entry, reason)
 
     def run_finished(self) -> None:
-        from marin.inference.handler import installed
-
-        self._queue.put(None)
-        if installed() is not None:
-            installed().flush()
-        self._thread.join(timeout=10.0)
+        if self._url:
+            self._queue.put(None)
+            self._thread.join(timeout=10.0)
+        if self._handler is not None:
+            self._handler.flush()
         self._inner.run_finished()
 
 

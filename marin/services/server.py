@@ -117,6 +117,29 @@ class LogServicer(pb_grpc.LogServiceServicer):
                                 duplicate=duplicate)
 
     def _rows(self, cols: pb.LogColumns) -> tuple[list, list[pb.EntryError]]:
+        rows = self._rows_fast(cols)
+        return (rows, []) if rows is not None else self._rows_checked(cols)
+
+    def _rows_fast(self, cols: pb.LogColumns) -> list | None:
+        """Whole-column checks, C loops only; None when any entry needs a closer look."""
+        cfg = self.config
+        if not cols.timestamp:
+            return []
+        if not set(cols.level) <= LEVELS.keys() or any(cols.extra_json):
+            return None
+        if max(map(len, cols.msg)) > cfg.max_msg_chars or max(
+                max(map(len, cols.run)), max(map(len, cols.source))) > cfg.max_field_chars:
+            return None
+        low, high = min(cols.timestamp), max(cols.timestamp)
+        if not (low > 0 and math.isfinite(high)):  # NaN fails every comparison: checked
+            return None                            # entry by entry
+        if any(t != t for t in cols.timestamp):
+            return None
+        steps = [s if h else None for s, h in zip(cols.step, cols.has_step, strict=True)]
+        return list(zip(cols.timestamp, map(LEVELS.__getitem__, cols.level), cols.run, steps,
+                        cols.source, cols.msg, [None] * len(steps), strict=True))
+
+    def _rows_checked(self, cols: pb.LogColumns) -> tuple[list, list[pb.EntryError]]:
         cfg = self.config
         rows, errors = [], []
         max_msg, max_field, max_extra = cfg.max_msg_chars, cfg.max_field_chars, \

@@ -56,15 +56,17 @@ def _service_writer(url: str, writer: int, entries: int, batch: int, start, resu
     batches = _batches(writer, entries, batch)
     client = LogClient.connect(url, when_full="block", buffer_entries=200_000)
     start.wait()
-    latencies = []
+    latencies, cpu = [], []
     for b in batches:
+        c0, p0 = time.thread_time(), time.process_time()
         t0 = time.perf_counter()
         client.write_batch(b)
         latencies.append(time.perf_counter() - t0)
+        cpu.append((time.thread_time() - c0, time.process_time() - p0))
     client.flush()
     done = time.time()
     client.close()
-    results.put((latencies, done))
+    results.put((latencies, done, cpu))
 
 
 def run_service(writers: int, entries: int, batch: int, data: str) -> dict:
@@ -104,11 +106,26 @@ def _drive(target, arg, writers: int, entries: int, batch: int, count) -> dict:
     got = [results.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
-    elapsed = max(done for _, done in got) - t0
+    elapsed = max(done for _, done, _ in got) - t0
     stored = count()
-    latencies = [lat for lats, _ in got for lat in lats]
+    latencies = [lat for lats, _, _ in got for lat in lats]
+    cpu = [c for _, _, cpus in got for c in cpus]
     return {"entries": writers * entries, "stored": stored, "seconds": elapsed,
-            "durable_entries_per_s": stored / elapsed, **_percentiles(latencies)}
+            "durable_entries_per_s": stored / elapsed, **_percentiles(latencies),
+            "slowest_1pct": _breakdown(latencies, cpu)}
+
+
+def _breakdown(latencies: list[float], cpu: list[tuple[float, float]]) -> dict[str, float]:
+    """Where the slowest 1% of calls spent their time (mean ms): on the calling thread's
+    CPU, on other threads of the process (holding the GIL: the sender's encoding), or
+    off-CPU (waiting: the OS ran another process, or a lock or reply)."""
+    order = sorted(range(len(latencies)), key=latencies.__getitem__)
+    slow = order[int(0.99 * len(order)):] or order[-1:]
+    wall = statistics.fmean(latencies[i] for i in slow)
+    own = statistics.fmean(cpu[i][0] for i in slow)
+    other = statistics.fmean(max(0.0, cpu[i][1] - cpu[i][0]) for i in slow)
+    return {"wall_ms": wall * 1e3, "caller_cpu_ms": own * 1e3, "other_threads_ms": other * 1e3,
+            "off_cpu_ms": max(0.0, wall - own - other) * 1e3}
 
 
 # -- bundled path ----------------------------------------------------------------------
@@ -141,16 +158,18 @@ def _bundled_writer(channels, writer: int, entries: int, batch: int, start, resu
     requests, replies = channels
     batches = _batches(writer, entries, batch)
     start.wait()
-    latencies = []
+    latencies, cpu = [], []
     for b in batches:
+        c0, p0 = time.thread_time(), time.process_time()
         t0 = time.perf_counter()
         rows = [(e.timestamp, e.level, e.run, e.step, e.source, e.msg)
                 for e in (LogEntry(**d) for d in b)]
         requests.put((writer, rows))
         replies[writer].get()
         latencies.append(time.perf_counter() - t0)
+        cpu.append((time.thread_time() - c0, time.process_time() - p0))
     requests.put(None)
-    results.put((latencies, time.time()))
+    results.put((latencies, time.time(), cpu))
 
 
 def run_bundled(writers: int, entries: int, batch: int, data: str) -> dict:
@@ -193,6 +212,11 @@ def main() -> None:
                             ("p99_ms", "write_batch p99 (ms)", "{:14.3f}"),
                             ("stored", "entries stored", "{:14,d}")):
         print(f"{label:28}" + fmt.format(service[key]) + fmt.format(bundled[key]))
+    for name, r in (("service", service), ("bundled", bundled)):
+        b = r["slowest_1pct"]
+        print(f"slowest 1% of {name} calls (mean): {b['wall_ms']:.3f} ms = caller CPU "
+              f"{b['caller_cpu_ms']:.3f} + other threads {b['other_threads_ms']:.3f} + "
+              f"off-CPU {b['off_cpu_ms']:.3f}")
     print(f"throughput ratio service/bundled: {ratio:.2f}x; p99 latency ratio "
           f"bundled/service: {report['p99_ratio_bundled_over_service']:.1f}x")
     print(f"goals: >= 100,000 durable entries/s "

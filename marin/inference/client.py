@@ -22,7 +22,7 @@ acknowledgement is stored once: delivery is exactly once while the client lives.
 
 from __future__ import annotations
 
-import json
+import itertools
 import logging
 import random
 import sys
@@ -35,58 +35,29 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import grpc
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from marin.inference.entries import (
+    Columns,
+    InvalidLogEntryError,
+    LogEntry,
+    check_shape,
+    to_columns,
+    validate,
+)
 from marin.services import codec
 from marin.services.channel import ServiceChannel, ServiceError
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 
-__all__ = ["InvalidLogEntryError", "LogClient", "LogEntry", "ServiceError", "WriteResult"]
+__all__ = ["InvalidLogEntryError", "LogClient", "LogEntry", "ServiceError", "WriteResult",
+           "validate"]
 
 _log = logging.getLogger("marin.services.client")
-_LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
 _BATCH_BYTES = 4 << 20
 # Failures worth retrying: the service is down, moving, overloaded or hit a disk error.
 _RETRY = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
           grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
           grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.ABORTED}
-
-
-class LogEntry(BaseModel):
-    """One log entry. Extra fields (``loss=3.2``) are kept as a JSON object."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
-    msg: str = Field(max_length=64 << 10)
-    timestamp: float = Field(default_factory=time.time, gt=0)
-    run: str | None = Field(default=None, max_length=256)
-    step: int | None = None
-    source: str | None = Field(default=None, max_length=256)
-
-    @field_validator("level", mode="before")
-    @classmethod
-    def _level(cls, value: Any) -> Any:
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = logging.getLevelName(value)
-        if isinstance(value, str):
-            value = value.upper()
-            return _LEVEL_ALIASES.get(value, value)
-        return value
-
-    def wire(self, run: str = "", source: str = "") -> codec.WireRow:
-        extra = self.model_extra
-        return (self.timestamp, self.level, self.msg, self.run or run, self.step,
-                self.source or source,
-                json.dumps(extra, default=str, separators=(",", ":")) if extra else "")
-
-
-_ENTRIES = TypeAdapter(list[LogEntry])
-
-
-class InvalidLogEntryError(ValueError):
-    """An entry failed validation; nothing of its call was buffered."""
 
 
 @dataclass(frozen=True)
@@ -96,22 +67,6 @@ class WriteResult:
 
     accepted: int
     errors: list[tuple[int, str, str]] = field(default_factory=list)
-
-
-def validate(entries: Iterable[Mapping[str, Any] | LogEntry], run: str = "", source: str = ""
-             ) -> list[codec.WireRow]:
-    items = entries if isinstance(entries, list) else list(entries)
-    try:
-        models = _ENTRIES.validate_python(items)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = first["loc"]
-        where = f"entry {loc[0]}" + (f", field {'.'.join(map(str, loc[1:]))!r}"
-                                     if len(loc) > 1 else "")
-        raise InvalidLogEntryError(f"{where}: {first['msg']} (got {first.get('input')!r:.60})"
-                                   f"; {e.error_count()} error(s) in the call, nothing "
-                                   "was written") from None
-    return [m.wire(run, source) for m in models]
 
 
 class LogClient:
@@ -136,13 +91,15 @@ class LogClient:
         self.client_id = uuid.uuid4().hex
         self._seq = 0
         self._seq_lock = threading.Lock()
-        self._buffer: deque[codec.WireRow] = deque()
-        self._cond = threading.Condition()
+        # Chunks of (the caller's entries, time of its call); _queued counts their entries.
+        self._buffer: deque[tuple[list, float]] = deque()
+        self._queued = 0
+        self._cond = threading.Condition(threading.Lock())
         self._enqueued = self._settled = 0
         self._urgent = 0
         self._closing = self._closed = False
         self._close_deadline: float | None = None
-        self.sent = self.dropped = self.rejected = self.retries = 0
+        self.sent = self.dropped = self.rejected = self.invalid = self.retries = 0
         self._unreported_drops = 0
         self._sender = threading.Thread(target=self._send_loop, daemon=True,
                                         name="marin-log-sender")
@@ -156,39 +113,73 @@ class LogClient:
 
     # -- writing -------------------------------------------------------------------------
     def write_batch(self, entries: Iterable[Mapping[str, Any] | LogEntry]) -> None:
-        """Validate and buffer ``entries``; never waits on the network."""
-        rows = validate(entries, self.run, self.source)
+        """Buffer ``entries`` (dicts or ``LogEntry``); never waits on the network.
+
+        Raises ``InvalidLogEntryError`` at once only when ``entries`` is not a list of
+        entries; each entry is validated later by the background thread, and one that fails
+        is counted (``stats()["invalid"]``), logged, and reported to the service as a
+        WARNING entry. Entries without a timestamp get this call's time. The dicts are read
+        later: do not change them after the call."""
+        items = check_shape(entries)
+        if not items:
+            return
+        now = time.time()
         with self._cond:
             if self._closing:
                 raise RuntimeError("write_batch on a closed LogClient")
+            was_idle = not self._buffer
             if self.when_full == "block":
-                for row in rows:
-                    while len(self._buffer) >= self.buffer_entries:
-                        self._cond.wait()
-                    self._buffer.append(row)
+                self._append_blocking(items, now)
             else:
-                overflow = len(self._buffer) + len(rows) - self.buffer_entries
+                overflow = self._queued + len(items) - self.buffer_entries
                 if overflow > 0:
-                    self._drop_oldest(overflow, len(rows))
-                self._buffer.extend(rows[-self.buffer_entries:])
-            self._enqueued += len(rows)
-            self._cond.notify_all()
+                    items = self._drop_oldest(overflow, items)
+                self._buffer.append((items, now))
+                self._queued += len(items)
+            self._enqueued += len(items)
+            if was_idle or self._queued >= self.batch_entries:
+                self._cond.notify_all()
 
-    def _drop_oldest(self, overflow: int, incoming: int) -> None:
-        from_buffer = min(overflow, len(self._buffer))
-        for _ in range(from_buffer):
-            self._buffer.popleft()
-        dropped = from_buffer + max(0, incoming - self.buffer_entries)
+    def _append_blocking(self, items: list, now: float) -> None:
+        while items:
+            while self._queued >= self.buffer_entries:
+                self._cond.notify_all()
+                self._cond.wait()
+            room = self.buffer_entries - self._queued
+            piece, items = items[:room], items[room:]
+            self._buffer.append((piece, now))
+            self._queued += len(piece)
+
+    def _drop_oldest(self, overflow: int, items: list) -> list:
+        """Make room for ``items`` by dropping the oldest entries (the call's own first,
+        when it alone exceeds the buffer); returns what of ``items`` is kept."""
+        dropped = 0
+        if len(items) > self.buffer_entries:
+            dropped, items = len(items) - self.buffer_entries, items[-self.buffer_entries:]
+            overflow -= dropped
+        while overflow > 0 and self._buffer:
+            chunk, when = self._buffer[0]
+            if len(chunk) <= overflow:
+                self._buffer.popleft()
+                n = len(chunk)
+            else:
+                self._buffer[0] = (chunk[overflow:], when)
+                n = overflow
+            overflow -= n
+            self._queued -= n
+            dropped += n
         if self.dropped == 0:
             _log.warning("log buffer of %d entries is full (service %s unreachable?); "
                          "dropping the oldest entries", self.buffer_entries, self.url)
         self.dropped += dropped
         self._unreported_drops += dropped
         self._settled += dropped
+        return items
 
     def push_batch(self, entries: Iterable[Mapping[str, Any] | LogEntry],
                    timeout: float = 30.0) -> WriteResult:
-        """Send ``entries`` now and return once the service has committed them."""
+        """Validate ``entries`` (``InvalidLogEntryError`` on the first bad one, nothing
+        sent), send them now and return once the service has committed them."""
         rows = validate(entries, self.run, self.source)
         request = pb.WriteRequest(client_id=self.client_id, seq=self._next_seq(),
                                   payload=codec.encode(rows), count=len(rows))
@@ -211,45 +202,69 @@ class LogClient:
             taken = self._take_batch()
             if taken is None:
                 return
-            batch, drops = taken
-            if drops:  # reported in the stream itself, once the service is reachable
-                batch.append((time.time(), "WARNING", f"log client {self.client_id} dropped "
-                              f"{drops} entries: its buffer of {self.buffer_entries} was full",
-                              self.run, None, "marin.services.client", ""))
-            request = pb.WriteRequest(client_id=self.client_id, seq=self._next_seq(),
-                                      payload=codec.encode(batch), count=len(batch))
-            reply = self._send(request, lambda: self._close_deadline)
-            own = len(batch) - (1 if drops else 0)
+            chunks, count, drops = taken
+            cols, invalid = to_columns(chunks, self.run, self.source)
+            for part in _parts(cols):
+                self._deliver(part, count=True)
+            notes = self._notes(drops, invalid)
+            if notes:  # reported in the stream itself, once the service is reachable
+                self._deliver(Columns(*map(list, zip(*notes, strict=True))), count=False)
             with self._cond:
-                if reply is None:
-                    self.dropped += own
-                else:
-                    self.sent += min(own, reply.accepted)
-                    self.rejected += len(reply.errors)
-                    for err in reply.errors[:3]:
-                        _log.warning("log service refused an entry: %s: %s", err.field,
-                                     err.message)
-                self._settled += own
+                self.invalid += len(invalid)
+                self._settled += count
                 self._cond.notify_all()
 
-    def _take_batch(self) -> tuple[list[codec.WireRow], int] | None:
+    def _deliver(self, part: Columns, count: bool) -> None:
+        request = pb.WriteRequest(client_id=self.client_id, seq=self._next_seq(),
+                                  payload=codec.encode_columns(*part), count=len(part.msg))
+        reply = self._send(request, lambda: self._close_deadline)
+        if reply is not None:
+            for err in reply.errors[:3]:
+                _log.warning("log service refused an entry: %s: %s", err.field, err.message)
+        if count:
+            with self._cond:
+                if reply is None:
+                    self.dropped += request.count
+                else:
+                    self.sent += reply.accepted
+                    self.rejected += len(reply.errors)
+
+    def _notes(self, drops: int, invalid: list[str]) -> list[codec.WireRow]:
+        notes: list[codec.WireRow] = []
+        if drops:
+            notes.append((time.time(), "WARNING", f"log client {self.client_id} dropped "
+                          f"{drops} entries: its buffer of {self.buffer_entries} was full",
+                          self.run, None, "marin.services.client", ""))
+        if invalid:
+            if self.invalid < 3:
+                _log.warning("log entry refused: %s", invalid[0])
+            notes.append((time.time(), "WARNING", f"log client {self.client_id} refused "
+                          f"{len(invalid)} invalid entries; first: {invalid[0]}"[:4096],
+                          self.run, None, "marin.services.client", ""))
+        return notes
+
+    def _take_batch(self) -> tuple[list[tuple[list, float]], int, int] | None:
         with self._cond:
             while not self._buffer:
                 if self._closing:
                     return None
                 self._cond.wait()
-            if len(self._buffer) < self.batch_entries and not (self._closing or self._urgent):
+            if self._queued < self.batch_entries and not (self._closing or self._urgent):
                 self._cond.wait(self.linger)
-            batch: list[codec.WireRow] = []
-            size = 0
-            buf = self._buffer
-            while buf and len(batch) < self.batch_entries and size < _BATCH_BYTES:
-                row = buf.popleft()
-                size += len(row[2]) + len(row[6]) + 64
-                batch.append(row)
+            chunks: list[tuple[list, float]] = []
+            count, buf = 0, self._buffer
+            while buf and count < self.batch_entries:
+                chunk, when = buf.popleft()
+                room = self.batch_entries - count
+                if len(chunk) > room:
+                    buf.appendleft((chunk[room:], when))
+                    chunk = chunk[:room]
+                chunks.append((chunk, when))
+                count += len(chunk)
+            self._queued -= count
             drops, self._unreported_drops = self._unreported_drops, 0
             self._cond.notify_all()
-            return batch, drops
+            return chunks, count, drops
 
     def _send(self, request: pb.WriteRequest, deadline: Callable[[], float | None]
               ) -> pb.WriteResponse | None:
@@ -319,8 +334,27 @@ class LogClient:
         self.close()
 
     def stats(self) -> dict[str, int]:
+        """``sent`` (acknowledged), ``buffered``, ``dropped`` (buffer full, or undeliverable
+        at close), ``invalid`` (failed validation in this client), ``rejected`` (refused by
+        the service), ``retries``."""
         return {"sent": self.sent, "buffered": self.buffered, "dropped": self.dropped,
-                "rejected": self.rejected, "retries": self.retries}
+                "invalid": self.invalid, "rejected": self.rejected, "retries": self.retries}
+
+
+def _parts(cols: Columns) -> list[Columns]:
+    """``cols`` cut into requests of at most about ``_BATCH_BYTES`` uncompressed."""
+    sizes = list(itertools.accumulate(map(len, cols.msg), initial=0))
+    extra = sum(map(len, cols.extra))
+    if sizes[-1] + extra + 64 * len(cols.msg) <= _BATCH_BYTES:
+        return [cols]
+    parts, start, total = [], 0, 0
+    for i, e in enumerate(cols.extra):
+        total += sizes[i + 1] - sizes[i] + len(e) + 64
+        if total > _BATCH_BYTES and i > start:
+            parts.append(Columns(*(c[start:i] for c in cols)))
+            start, total = i, sizes[i + 1] - sizes[i] + len(e) + 64
+    parts.append(Columns(*(c[start:] for c in cols)))
+    return parts
 
 
 def _result(reply: pb.WriteResponse) -> WriteResult:

@@ -21,12 +21,12 @@ class PayloadError(ValueError):
     """A payload that is not a zstd-compressed LogColumns message within the caps."""
 
 
-def columns_of(rows: Sequence[WireRow]) -> pb.LogColumns:
+def columns_message(timestamp: Sequence[float], level: Sequence[str], msg: Sequence[str],
+                    run: Sequence[str], step: Sequence[int | None], source: Sequence[str],
+                    extra: Sequence[str]) -> pb.LogColumns:
+    """A ``LogColumns`` message from columns of equal length (``step`` None for none)."""
     cols = pb.LogColumns()
-    if not rows:
-        return cols
-    ts, level, msg, run, step, source, extra = zip(*rows, strict=True)
-    cols.timestamp.extend(ts)
+    cols.timestamp.extend(timestamp)
     cols.level.extend(level)
     cols.msg.extend(msg)
     cols.run.extend(run)
@@ -37,12 +37,23 @@ def columns_of(rows: Sequence[WireRow]) -> pb.LogColumns:
     return cols
 
 
+def columns_of(rows: Sequence[WireRow]) -> pb.LogColumns:
+    if not rows:
+        return pb.LogColumns()
+    return columns_message(*zip(*rows, strict=True))
+
+
 def compress(message_bytes: bytes, level: int = 3) -> bytes:
     return zstandard.ZstdCompressor(level=level).compress(message_bytes)
 
 
 def encode(rows: Sequence[WireRow], level: int = 3) -> bytes:
     return compress(columns_of(rows).SerializeToString(), level)
+
+
+def encode_columns(*columns: Sequence, level: int = 3) -> bytes:
+    """The payload of columns in ``columns_message`` order."""
+    return compress(columns_message(*columns).SerializeToString(), level)
 
 
 def decode(payload: bytes, max_bytes: int) -> pb.LogColumns:

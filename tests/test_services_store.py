@@ -164,3 +164,104 @@ def test_the_token_file_is_readable_only_by_its_owner(tmp_path):
     assert reg.ensure_token() == token
     assert (tmp_path / "c" / "token").stat().st_mode & 0o777 == 0o600
     assert reg.read_token() == token
+
+
+def test_span_summaries_find_every_row_across_commits_runs_and_pruning(tmp_path, monkeypatch):
+    import marin.services.logstore as logstore
+
+    monkeypatch.setattr(logstore, "SPAN_SECONDS", 0.0)  # every commit opens new spans
+    store = LogStore(str(tmp_path / "logs.sqlite"))
+    rng = random.Random(1)
+    rows = _rows(600, seed=1)
+    # timestamps out of arrival order, as after a client's buffered backlog arrives late
+    rows = [(1000.0 + rng.randrange(600), *r[1:]) for r in rows]
+    for i in range(0, 300, 30):
+        store.append(rows[i:i + 30], "c", i)
+    monkeypatch.setattr(logstore, "SPAN_SECONDS", 3600.0)  # now commits extend spans
+    for i in range(300, 600, 30):
+        store.append(rows[i:i + 30], "c", i)
+    reference = [(i + 1, *r) for i, r in enumerate(rows)]
+    cases = [(LogQuery(run="run1", since=1200, until=1400, limit=10_000),
+              lambda r: r[3] == "run1" and 1200 <= r[1] < 1400),
+             (LogQuery(run="run2", step=4, after_id=100, limit=10_000),
+              lambda r: r[3] == "run2" and r[4] == 4 and r[0] > 100),
+             (LogQuery(since=1590, limit=10_000), lambda r: r[1] >= 1590),
+             (LogQuery(run="run0", limit=7, newest=True), lambda r: r[3] == "run0")]
+    for query, pred in cases:
+        expected = [r for r in reference if pred(r)]
+        if query.newest:
+            expected = expected[-query.limit:]
+        assert store.query(query) == expected, query
+    assert store.prune(older_than=1300.0) == sum(r[1] < 1300 for r in reference)
+    store.append([(1100.0, 20, "run1", None, "src", "late and old", None)], "c", 999)
+    left = [r for r in reference if r[1] >= 1300]
+    left.append((left[-1][0] + 1, 1100.0, 20, "run1", None, "src", "late and old", None))
+    assert store.query(LogQuery(run="run1", limit=10_000)) == [r for r in left
+                                                               if r[3] == "run1"]
+    assert store.query(LogQuery(until=1301, limit=10_000)) == [r for r in left if r[1] < 1301]
+    store.close()
+
+
+def test_a_database_from_before_spans_is_migrated(tmp_path):
+    import sqlite3
+
+    path = str(tmp_path / "logs.sqlite")
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE logs (id INTEGER PRIMARY KEY, ts REAL NOT NULL, level "
+                       "INTEGER NOT NULL, run TEXT NOT NULL, step INTEGER, source TEXT NOT "
+                       "NULL, msg TEXT NOT NULL, extra TEXT);"
+                       "CREATE INDEX logs_run_step ON logs (run, step);"
+                       "CREATE INDEX logs_ts ON logs (ts);")
+    conn.executemany("INSERT INTO logs (ts, level, run, step, source, msg, extra) VALUES "
+                     "(?, ?, ?, ?, ?, ?, ?)", _rows(50))
+    conn.commit()
+    conn.close()
+    store = LogStore(path)
+    assert len(store.query(LogQuery(run="run1", limit=100))) == sum(
+        r[2] == "run1" for r in _rows(50))
+    names = {r[0] for r in store._reader().execute("SELECT name FROM sqlite_master")}
+    assert "logs_run_step" not in names and "logs_ts" not in names
+    store.close()
+
+
+def test_buffered_entries_are_validated_like_push_batch_and_bad_ones_reported():
+    from marin.inference.entries import check_shape, to_columns
+
+    now = 1.7e9
+    plain = [{"msg": "a"}, {"level": "ERROR", "msg": "b", "run": "r", "step": 2,
+                            "timestamp": 5.0, "source": "s"}]
+    odd = [{"level": "warn", "msg": "c", "loss": 1.5}, LogEntry(msg="d", level=10),
+           {"level": "LOUD", "msg": "e"}, {"msg": "f", "timestamp": float("nan")},
+           {"msg": "g", "step": "three"}, {"msg": "x" * 70_000}, {"level": 30, "msg": "h"}]
+    cols, invalid = to_columns([(plain, now), (odd, now)], run="dflt", source="src0")
+    good = [e for e in plain + odd if e is not odd[2] and e is not odd[3] and
+            e is not odd[4] and e is not odd[5]]
+    expected = validate([e if isinstance(e, LogEntry) or "timestamp" in e
+                         else {**e, "timestamp": now} for e in good], "dflt", "src0")
+    assert [tuple(c[i] for c in cols) for i in range(len(cols.msg))] == expected
+    assert [m.split(":")[0] for m in invalid] == ["entry 2, field 'level'",
+                                                  "entry 3, field 'timestamp'",
+                                                  "entry 4, field 'step'",
+                                                  "entry 5, field 'msg'"]
+    assert all("\n" not in m for m in invalid)
+    assert check_shape(({"msg": "t"},)) == [{"msg": "t"}]
+    for bad, message in (({"msg": "one"}, "wrap it in a list"), (5, "got int"),
+                         ([{"msg": "ok"}, "text"], "entry 1: expected a dict")):
+        with pytest.raises(InvalidLogEntryError, match=message):
+            check_shape(bad)
+
+
+def test_a_full_buffer_drops_the_oldest_entries_and_counts_them():
+    from marin.inference.client import LogClient
+
+    # Nothing listens on port 1: the entries stay buffered (batch and linger keep the
+    # sender from taking them before close).
+    client = LogClient.connect("127.0.0.1:1", buffer_entries=250, batch_entries=10**6,
+                               linger=60)
+    for call in range(4):
+        client.write_batch([{"msg": f"{call}:{i}"} for i in range(100)])
+    assert client.stats()["dropped"] == 150 and client.buffered == 250
+    assert [len(c) for c, _ in client._buffer] == [50, 100, 100]
+    assert client._buffer[0][0][0]["msg"] == "1:50"  # the oldest left
+    client.close(timeout=0.2)
+    assert client.stats()["dropped"] == 400

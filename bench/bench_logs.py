@@ -13,7 +13,9 @@ schedules work and writes the logs, and wait for its reply after the commit, so 
 costs each writer a round trip and the scheduler all the storage work.
 
 Figures are printed side by side with their ratio; goals are >= 100k entries/s durable and
-a write_batch p99 under 1 ms.
+a write_batch p99 under 1 ms. Also printed: where the slowest 1% of calls spent their time
+(the caller's CPU, other threads of its process, or off-CPU), and the CPU each path costs
+per entry in all its processes, which does not depend on what else the machine runs.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def _service_writer(url: str, writer: int, entries: int, batch: int, start, resu
     batches = _batches(writer, entries, batch)
     client = LogClient.connect(url, when_full="block", buffer_entries=200_000)
     start.wait()
+    cpu_start = time.process_time()
     latencies, cpu = [], []
     for b in batches:
         c0, p0 = time.thread_time(), time.process_time()
@@ -65,8 +68,9 @@ def _service_writer(url: str, writer: int, entries: int, batch: int, start, resu
         cpu.append((time.thread_time() - c0, time.process_time() - p0))
     client.flush()
     done = time.time()
+    writer_cpu = time.process_time() - cpu_start
     client.close()
-    results.put((latencies, done, cpu))
+    results.put((latencies, done, cpu, writer_cpu))
 
 
 def run_service(writers: int, entries: int, batch: int, data: str) -> dict:
@@ -78,11 +82,22 @@ def run_service(writers: int, entries: int, batch: int, data: str) -> dict:
     line = proc.stdout.readline()
     address = line.split(" listening on ")[1].split()[0]
     try:
-        return _drive(_service_writer, address, writers, entries, batch,
-                      lambda: _count(os.path.join(data, "logs.sqlite")))
+        cpu0 = _cpu_seconds(proc.pid)
+        result = _drive(_service_writer, address, writers, entries, batch,
+                        lambda: _count(os.path.join(data, "logs.sqlite")))
+        result["store_cpu_us_per_entry"] = (_cpu_seconds(proc.pid) - cpu0) / \
+            result["stored"] * 1e6
+        return result
     finally:
         proc.terminate()
         proc.wait()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _count(path: str) -> int:
@@ -106,12 +121,13 @@ def _drive(target, arg, writers: int, entries: int, batch: int, count) -> dict:
     got = [results.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
-    elapsed = max(done for _, done, _ in got) - t0
+    elapsed = max(done for _, done, _, _ in got) - t0
     stored = count()
-    latencies = [lat for lats, _, _ in got for lat in lats]
-    cpu = [c for _, _, cpus in got for c in cpus]
+    latencies = [lat for lats, _, _, _ in got for lat in lats]
+    cpu = [c for _, _, cpus, _ in got for c in cpus]
     return {"entries": writers * entries, "stored": stored, "seconds": elapsed,
             "durable_entries_per_s": stored / elapsed, **_percentiles(latencies),
+            "writers_cpu_us_per_entry": sum(w for *_, w in got) / max(1, stored) * 1e6,
             "slowest_1pct": _breakdown(latencies, cpu)}
 
 
@@ -158,6 +174,7 @@ def _bundled_writer(channels, writer: int, entries: int, batch: int, start, resu
     requests, replies = channels
     batches = _batches(writer, entries, batch)
     start.wait()
+    cpu_start = time.process_time()
     latencies, cpu = [], []
     for b in batches:
         c0, p0 = time.thread_time(), time.process_time()
@@ -169,7 +186,7 @@ def _bundled_writer(channels, writer: int, entries: int, batch: int, start, resu
         latencies.append(time.perf_counter() - t0)
         cpu.append((time.thread_time() - c0, time.process_time() - p0))
     requests.put(None)
-    results.put((latencies, time.time(), cpu))
+    results.put((latencies, time.time(), cpu, time.process_time() - cpu_start))
 
 
 def run_bundled(writers: int, entries: int, batch: int, data: str) -> dict:
@@ -179,11 +196,25 @@ def run_bundled(writers: int, entries: int, batch: int, data: str) -> dict:
     replies = [ctx.Queue() for _ in range(writers)]
     sched = ctx.Process(target=_scheduler, args=(path, requests, replies, writers))
     sched.start()
+    cpu = []
+
+    def finish() -> int:
+        cpu.append(_cpu_seconds(sched.pid))
+        sched.join()
+        return _count(path)
+
     try:
-        return _drive(_bundled_writer, (requests, replies), writers, entries, batch,
-                      lambda: (sched.join(), _count(path))[1])
+        time.sleep(0.5)
+        cpu0 = _cpu_seconds(sched.pid)
+        result = _drive(_bundled_writer, (requests, replies), writers, entries, batch, finish)
+        result["store_cpu_us_per_entry"] = (cpu[0] - cpu0) / result["stored"] * 1e6
+        return result
     finally:
         sched.join(timeout=30)
+
+
+def _cpu(result: dict) -> float:
+    return result["writers_cpu_us_per_entry"] + result["store_cpu_us_per_entry"]
 
 
 def main() -> None:
@@ -200,7 +231,8 @@ def main() -> None:
     report = {"writers": args.writers, "entries_per_writer": args.entries,
               "batch": args.batch, "cpus": os.cpu_count(), "service": service,
               "bundled": bundled, "throughput_ratio": ratio,
-              "p99_ratio_bundled_over_service": bundled["p99_ms"] / service["p99_ms"]}
+              "p99_ratio_bundled_over_service": bundled["p99_ms"] / service["p99_ms"],
+              "cpu_ratio_bundled_over_service": _cpu(bundled) / _cpu(service)}
     if args.json:
         print(json.dumps(report, indent=1))
         return
@@ -217,6 +249,13 @@ def main() -> None:
         print(f"slowest 1% of {name} calls (mean): {b['wall_ms']:.3f} ms = caller CPU "
               f"{b['caller_cpu_ms']:.3f} + other threads {b['other_threads_ms']:.3f} + "
               f"off-CPU {b['off_cpu_ms']:.3f}")
+    for key, label in (("writers_cpu_us_per_entry", "writers' CPU per entry (us)"),
+                       ("store_cpu_us_per_entry", "store CPU per entry (us)")):
+        print(f"{label:28}{service[key]:14.1f}{bundled[key]:14.1f}")
+    cpu_ratio = report["cpu_ratio_bundled_over_service"]
+    print(f"CPU per entry, all processes: service {_cpu(service):.1f} us, bundled "
+          f"{_cpu(bundled):.1f} us ({cpu_ratio:.1f}x); on {os.cpu_count()} idle CPUs that "
+          f"bounds the service at {os.cpu_count() / _cpu(service) * 1e6:,.0f} entries/s")
     print(f"throughput ratio service/bundled: {ratio:.2f}x; p99 latency ratio "
           f"bundled/service: {report['p99_ratio_bundled_over_service']:.1f}x")
     print(f"goals: >= 100,000 durable entries/s "

@@ -144,6 +144,10 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--top", type=int, default=10)
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(handler=_trace_compare)
+
+    from marin.services.cli import add_parsers as add_service_parsers
+
+    add_service_parsers(sub)  # services, logs, kv, status
     return parser
 
 

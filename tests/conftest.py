@@ -22,6 +22,10 @@ def _no_ambient_settings(monkeypatch, tmp_path_factory):
     monkeypatch.delenv("MARIN_PREFIX", raising=False)
     monkeypatch.delenv("MARIN_COMPUTE_REGION", raising=False)
     monkeypatch.setenv("MARIN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "marin-cache"))
+    for name in ("MARIN_LOGGER", "MARIN_RUN", "MARIN_CLUSTER", "MARIN_CLUSTERS", "MARIN_KV",
+                 "MARIN_SERVICES_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MARIN_STATE_DIR", str(tmp_path_factory.getbasetemp() / "marin-state"))
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:

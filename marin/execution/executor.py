@@ -186,8 +186,10 @@ class Executor:
             self.storage.check_writable(self.prefix)
         runner = self._runner or make_runner(self.backend, self.max_concurrent,
                                              **self.runner_options)
+        from marin.services.step_states import publishing  # logs and live states, when set
+
         progress = record_invocation(self.prefix, self.storage, progress or SilentProgress())
-        return _Run(self, plan, runner, progress).execute()
+        return _Run(self, plan, runner, publishing(progress)).execute()
 
 
 class _Run:

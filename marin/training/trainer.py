@@ -36,6 +36,7 @@ from marin.execution.step import (
     this_output_path,
     unversioned_field,
 )
+from marin.inference.handler import install_from_env, log_metrics
 from marin.models.config import TransformerConfig
 from marin.models.transformer import Axes, TransformerLM
 from marin.processing.tokenize.cache import CacheError
@@ -168,6 +169,7 @@ def make_eval_step(dtype: Any):
 
 def train_lm(config: TrainLmConfig) -> dict[str, Any]:
     """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
+    install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
     _check_config(config)
     dtype = jnp.dtype(config.compute_dtype)
     data = TokenCacheDataset(config.cache_path, config.model.seq_len,
@@ -385,6 +387,7 @@ class _Metrics:
 
     def add(self, record: dict[str, Any]) -> None:
         self.records.append(record)
+        log_metrics(record)  # a structured entry in the log service, when $MARIN_LOGGER is set
         if "loss" in record and record["step"] % self.log_every == 0:
             logger.info("step %d loss %.4f %.0f tok/s mfu %.1f%%", record["step"],
                         record["loss"], record["tokens_per_s"], 100 * record["mfu"])

@@ -32,8 +32,30 @@ class RayConnectionError(ConnectionError):
     """The Ray cluster at the given address cannot be reached."""
 
 
+# Passed on to every step task, so its logs reach the same log service as the executor's.
+SERVICE_ENV = ("MARIN_LOGGER", "MARIN_RUN", "MARIN_CLUSTERS", "MARIN_STATE_DIR",
+               "MARIN_SERVICES_TOKEN")
+
+
 def _run_step(job: StepJob) -> StepOutcome:
-    return execute_step(job)
+    from marin.inference.handler import install_from_env
+
+    handler = install_from_env()
+    try:
+        return execute_step(job)
+    finally:
+        if handler is not None:
+            handler.flush()  # the worker process lives on: deliver before reporting back
+
+
+def with_service_env(runtime_env: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``runtime_env`` plus the service settings of this process's environment."""
+    env = {k: os.environ[k] for k in SERVICE_ENV if os.environ.get(k)}
+    if not env:
+        return runtime_env
+    merged = dict(runtime_env or {})
+    merged["env_vars"] = {**env, **merged.get("env_vars", {})}
+    return merged
 
 
 class RayRunner:
@@ -49,7 +71,7 @@ class RayRunner:
         self._started_ray = False
         self._connect()
         self._remote = ray.remote(_run_step)
-        self._runtime_env = runtime_env
+        self._runtime_env = with_service_env(runtime_env)
 
     def _connect(self) -> None:
         if ray.is_initialized():

@@ -1,0 +1,1 @@
+"""Clients of marin's services: ``marin.inference.client.LogClient``."""

@@ -1,0 +1,393 @@
+"""The ``marin services``, ``marin logs``, ``marin kv`` and ``marin status`` commands.
+
+    marin services up --cluster marin          # logger + KV, each its own process
+    marin services status --json
+    marin services serve logger --port 7000 --data /var/marin/logger
+    marin logs tail --follow --run r1 --level WARNING --grep nan
+    marin logs query --since 1h --json
+    marin kv put config/lr 3e-4 && marin kv get config/lr && marin kv list config/
+    marin status                               # live step states of every executor
+    marin services down
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+CLUSTER_ENV = "MARIN_CLUSTER"
+
+
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", default=None,
+                   help="cluster name (default: $MARIN_CLUSTER, else marin)")
+    p.add_argument("--clusters", metavar="ROOT", default=None,
+                   help="where cluster registries live, a folder or fsspec URL "
+                   "(default: $MARIN_CLUSTERS, else ~/.marin/clusters)")
+
+
+def _cluster(args: argparse.Namespace) -> str:
+    return args.cluster or os.environ.get(CLUSTER_ENV) or "marin"
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    services = sub.add_parser("services", help="the log and KV services")
+    ssub = services.add_subparsers(dest="services_command", metavar="ACTION", required=True)
+    up = ssub.add_parser("up", help="start the logger and KV services and register them")
+    _cluster_args(up)
+    up.add_argument("--host", default="127.0.0.1", help="address to listen on (default "
+                    "127.0.0.1; any other needs the token this command generates)")
+    up.add_argument("--data", help="storage folder (default: ~/.marin/services/CLUSTER)")
+    up.add_argument("--logger-port", type=int, default=0)
+    up.add_argument("--kv-port", type=int, default=0)
+    up.add_argument("--retention-days", type=float, default=None)
+    up.add_argument("--json", action="store_true")
+    up.set_defaults(handler=_up)
+    st = ssub.add_parser("status", help="endpoint, pid, uptime and counts of each service")
+    _cluster_args(st)
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(handler=_services_status)
+    dn = ssub.add_parser("down", help="stop this machine's services of a cluster")
+    _cluster_args(dn)
+    dn.add_argument("--json", action="store_true")
+    dn.set_defaults(handler=_down)
+    _add_serve(ssub.add_parser("serve", help="run one service in the foreground (for a "
+                               "supervisor or a container)"))
+
+    logs = sub.add_parser("logs", help="read the log service")
+    lsub = logs.add_subparsers(dest="logs_command", metavar="ACTION", required=True)
+    tail = lsub.add_parser("tail", help="the latest entries; --follow for new ones")
+    _log_filters(tail)
+    tail.add_argument("-n", "--lines", type=int, default=20)
+    tail.add_argument("--follow", "-f", action="store_true")
+    tail.set_defaults(handler=_logs_tail)
+    query = lsub.add_parser("query", help="entries matching filters, oldest first")
+    _log_filters(query)
+    query.add_argument("--limit", type=int, default=1000)
+    query.set_defaults(handler=_logs_query)
+
+    kv = sub.add_parser("kv", help="read and write the KV service")
+    ksub = kv.add_subparsers(dest="kv_command", metavar="ACTION", required=True)
+    get = ksub.add_parser("get", help="a key's value")
+    get.add_argument("key")
+    put = ksub.add_parser("put", help="set a key (--expected-version for compare-and-swap)")
+    put.add_argument("key")
+    put.add_argument("value")
+    put.add_argument("--expected-version", type=int, default=None)
+    lst = ksub.add_parser("list", help="keys under a prefix")
+    lst.add_argument("prefix", nargs="?", default="")
+    dele = ksub.add_parser("delete", help="remove a key")
+    dele.add_argument("key")
+    for p, fn in ((get, _kv_get), (put, _kv_put), (lst, _kv_list), (dele, _kv_delete)):
+        _cluster_args(p)
+        p.add_argument("--url", help="the KV service (default: iris://CLUSTER?endpoint="
+                       "/system/kv)")
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(handler=fn)
+
+    status = sub.add_parser("status", help="live step states that executors publish to the "
+                            "cluster's KV service")
+    _cluster_args(status)
+    status.add_argument("--url", help="the KV service (default: $MARIN_KV, else "
+                        "iris://CLUSTER?endpoint=/system/kv)")
+    status.add_argument("--running", action="store_true", help="only running steps")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_status)
+
+
+def _add_serve(serve: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    serve.add_argument("kind", choices=["logger", "kv"])
+    serve.add_argument("--data", required=True, help="storage folder")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    serve.add_argument("--cluster", help="register the endpoint in this cluster's registry")
+    serve.add_argument("--clusters", metavar="ROOT", help="where registries live "
+                       "(default: $MARIN_CLUSTERS, else ~/.marin/clusters)")
+    serve.add_argument("--token-file", help="file holding the token callers must present "
+                       "(default: $MARIN_SERVICES_TOKEN, else the cluster's token)")
+    serve.add_argument("--advertise", help="host:port's host written to the registry")
+    serve.add_argument("--retention-days", type=float, default=30.0,
+                       help="delete log entries older than this (0 keeps all; default 30)")
+    serve.add_argument("--synchronous", choices=["full", "normal"], default="full",
+                       help="full: fsync every commit (default); normal: survive a crash of "
+                       "the service, not of the machine")
+    serve.add_argument("--max-batch-entries", type=int, default=100_000)
+    serve.add_argument("--max-message-bytes", type=int, default=16 << 20)
+    serve.set_defaults(handler=_serve)
+    return serve
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    return _add_serve(argparse.ArgumentParser(prog="python -m marin.services.server"))
+
+
+def _log_filters(p: argparse.ArgumentParser) -> None:
+    _cluster_args(p)
+    p.add_argument("--url", help="the log service (default: $MARIN_LOGGER, else "
+                   "iris://CLUSTER?endpoint=/system/logger)")
+    p.add_argument("--run")
+    p.add_argument("--step", type=int)
+    p.add_argument("--level", help="minimum level: DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    p.add_argument("--grep", help="text the message contains")
+    p.add_argument("--since", help="epoch seconds, ISO time, or an age such as 10m, 2h, 1d")
+    p.add_argument("--until", help="same forms as --since")
+    p.add_argument("--json", action="store_true", help="JSON lines")
+
+
+# -- helpers -------------------------------------------------------------------------------
+class UsageError(ValueError):
+    pass
+
+
+def _fail(message: str, code: int = 2) -> int:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False,
+                               soft_wrap=True)
+    return code
+
+
+def _run(fn, args: argparse.Namespace) -> int:
+    from marin.services.channel import ServiceError
+    from marin.services.kv_client import VersionConflictError
+    from marin.services.manage import ServicesError
+    from marin.services.resolve import ResolutionError
+    from marin.services.server import ServiceConfigError
+
+    try:
+        return fn(args)
+    except (UsageError, ServiceConfigError, ValueError) as e:
+        return _fail(str(e))
+    except (ServiceError, ResolutionError, ServicesError, VersionConflictError) as e:
+        return _fail(str(e), 1)
+
+
+def _wrap(fn):
+    def handler(args: argparse.Namespace, extra: list[str]) -> int:
+        if extra:
+            return _fail(f"unrecognized arguments: {' '.join(extra)}")
+        return _run(fn, args)
+    return handler
+
+
+def _print_rows(rows: list[dict], as_json: bool, columns: list[str], title: str) -> None:
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
+    Console().print(table)
+
+
+def parse_time(text: str | None, now: float | None = None) -> float | None:
+    if not text:
+        return None
+    now = time.time() if now is None else now
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text.strip())
+    if m:
+        return now - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise UsageError(f"--since/--until {text!r}: use epoch seconds, an ISO time "
+                         "(2025-01-31T12:00) or an age such as 10m, 2h, 1d") from None
+
+
+# -- services ------------------------------------------------------------------------------
+@_wrap
+def _up(args: argparse.Namespace) -> int:
+    from marin.services import manage
+
+    extra = [] if args.retention_days is None else ["--retention-days",
+                                                    str(args.retention_days)]
+    rows = manage.up(_cluster(args), args.host, args.data, args.clusters,
+                     {"logger": args.logger_port, "kv": args.kv_port}, extra)
+    _print_rows(rows, args.json, ["service", "address", "pid", "state"],
+                f"services of cluster {_cluster(args)}")
+    return 0
+
+
+@_wrap
+def _services_status(args: argparse.Namespace) -> int:
+    from marin.services import manage
+
+    rows = manage.status(_cluster(args), args.clusters)
+    if not rows and not args.json:
+        Console().print(f"no services registered for cluster {_cluster(args)}; start them "
+                        f"with `marin services up --cluster {_cluster(args)}`")
+        return 1
+    _print_rows(rows, args.json, ["service", "address", "pid", "host", "state", "uptime_s",
+                                  "items", "db_bytes"], f"services of cluster {_cluster(args)}")
+    return 0 if all(r["state"] == "up" for r in rows) else 1
+
+
+@_wrap
+def _down(args: argparse.Namespace) -> int:
+    from marin.services import manage
+
+    rows = manage.down(_cluster(args), args.clusters)
+    _print_rows(rows, args.json, ["endpoint", "pid", "state"],
+                f"services of cluster {_cluster(args)}")
+    return 0
+
+
+@_wrap
+def _serve(args: argparse.Namespace) -> int:
+    from marin.services.server import ServiceConfig, serve_forever
+
+    token = None
+    if args.token_file:
+        try:
+            with open(args.token_file) as f:
+                token = f.read().strip()
+        except OSError as e:
+            raise UsageError(f"--token-file {args.token_file}: {e.strerror}") from None
+    token = token or os.environ.get("MARIN_SERVICES_TOKEN") or None
+    config = ServiceConfig(kind=args.kind, data=args.data, host=args.host, port=args.port,
+                           cluster=args.cluster, clusters_root=args.clusters, token=token,
+                           advertise=args.advertise, retention_days=args.retention_days,
+                           synchronous=args.synchronous,
+                           max_batch_entries=args.max_batch_entries,
+                           max_message_bytes=args.max_message_bytes)
+    return serve_forever(config)
+
+
+# -- logs ----------------------------------------------------------------------------------
+def _logger_url(args: argparse.Namespace) -> str:
+    from marin.services.manage import service_url
+
+    if args.url:
+        return args.url
+    if os.environ.get("MARIN_LOGGER") and not args.cluster:
+        return os.environ["MARIN_LOGGER"]
+    return service_url(_cluster(args), "logger", args.clusters)
+
+
+def _query(args: argparse.Namespace, limit: int, newest: bool, after_id: int = 0):
+    from marin.services.logs import query
+
+    return query(_logger_url(args), run=args.run, step=args.step, min_level=args.level,
+                 since=parse_time(args.since), until=parse_time(args.until), grep=args.grep,
+                 limit=limit, newest=newest, after_id=after_id)
+
+
+def _print_entries(entries: list[dict[str, Any]], as_json: bool, console: Console) -> None:
+    from marin.services.logs import format_entry
+
+    for e in entries:
+        if as_json:
+            print(json.dumps(e), flush=True)
+        else:
+            console.print(format_entry(e), highlight=False, markup=False, soft_wrap=True)
+
+
+@_wrap
+def _logs_query(args: argparse.Namespace) -> int:
+    entries, _ = _query(args, args.limit, newest=False)
+    _print_entries(entries, args.json, Console())
+    return 0
+
+
+@_wrap
+def _logs_tail(args: argparse.Namespace) -> int:
+    console = Console()
+    entries, last = _query(args, args.lines, newest=True)
+    _print_entries(entries, args.json, console)
+    try:
+        while args.follow:
+            time.sleep(0.5)
+            entries, last = _query(args, 10_000, newest=False, after_id=last)
+            _print_entries(entries, args.json, console)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+# -- kv ------------------------------------------------------------------------------------
+def _kv(args: argparse.Namespace):
+    from marin.services.kv_client import KVClient
+    from marin.services.manage import service_url
+
+    return KVClient.connect(args.url or service_url(_cluster(args), "kv", args.clusters))
+
+
+def _item_json(item) -> dict[str, Any]:
+    return {"key": item.key, "value": item.value.decode(errors="replace"),
+            "version": item.version, "updated": item.updated}
+
+
+@_wrap
+def _kv_get(args: argparse.Namespace) -> int:
+    with _kv(args) as kv:
+        item = kv.get(args.key)
+    if item is None:
+        return _fail(f"no key {args.key!r}", 1)
+    if args.json:
+        print(json.dumps(_item_json(item)))
+    else:
+        sys.stdout.write(item.value.decode(errors="replace") + "\n")
+    return 0
+
+
+@_wrap
+def _kv_put(args: argparse.Namespace) -> int:
+    with _kv(args) as kv:
+        item = kv.put(args.key, args.value, args.expected_version)
+    print(json.dumps(_item_json(item)) if args.json else f"{item.key} version {item.version}")
+    return 0
+
+
+@_wrap
+def _kv_delete(args: argparse.Namespace) -> int:
+    with _kv(args) as kv:
+        existed = kv.delete(args.key)
+    print(json.dumps({"key": args.key, "deleted": existed}) if args.json else
+          f"{args.key} {'deleted' if existed else 'did not exist'}")
+    return 0
+
+
+@_wrap
+def _kv_list(args: argparse.Namespace) -> int:
+    with _kv(args) as kv:
+        items = kv.list(args.prefix)
+    rows = [_item_json(i) for i in items]
+    _print_rows(rows, args.json, ["key", "version", "value"], f"keys under {args.prefix!r}")
+    return 0
+
+
+# -- status --------------------------------------------------------------------------------
+@_wrap
+def _status(args: argparse.Namespace) -> int:
+    from marin.services.kv_client import KVClient
+    from marin.services.manage import service_url
+    from marin.services.step_states import read_states
+
+    url = args.url or (os.environ.get("MARIN_KV") if not args.cluster else None) \
+        or service_url(_cluster(args), "kv", args.clusters)
+    with KVClient.connect(url) as kv:
+        rows = read_states(kv)
+    if args.running:
+        rows = [r for r in rows if r.get("state") == "running"]
+    if not args.json:
+        now = time.time()
+        for r in rows:
+            r["age"] = f"{now - r.get('updated', now):.0f}s"
+            r["where"] = f"{r.get('host')}:{r.get('pid')}"
+    _print_rows(rows, args.json, ["step", "state", "where", "executor", "age", "output_path"],
+                "steps")
+    return 0
+

@@ -1,0 +1,175 @@
+"""Start, inspect and stop a cluster's services on this machine.
+
+    started = up("marin")           # logger and KV as separate processes, registered
+    for row in status("marin"): ...  # endpoint, pid, alive, uptime, counts
+    down("marin")                    # SIGTERM, then SIGKILL after a grace period
+
+Each service runs ``python -m marin.services.server KIND``, detached from the caller (its
+own session), writing its output to ``DATA/KIND.log``. ``up`` returns once every service
+has registered and answered a call.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+from marin.services.channel import ServiceChannel, ServiceError
+from marin.services.endpoints import Endpoint, EndpointRegistry, clusters_root, state_dir
+from marin.services.proto import services_pb2 as pb
+from marin.services.proto import services_pb2_grpc as pb_grpc
+from marin.services.server import ENDPOINTS, LOOPBACK_DEFAULT
+
+_STUBS = {"logger": pb_grpc.LogServiceStub, "kv": pb_grpc.KVServiceStub}
+
+
+class ServicesError(RuntimeError):
+    pass
+
+
+def service_url(cluster: str, kind: str, root: str | None = None) -> str:
+    url = f"iris://{cluster}?endpoint={ENDPOINTS[kind]}"
+    return f"{url}&root={quote(root, safe='')}" if root else url
+
+
+def default_data(cluster: str) -> str:
+    return os.path.join(state_dir(), "services", cluster)
+
+
+def up(cluster: str = "marin", host: str = "127.0.0.1", data: str | None = None,
+       root: str | None = None, ports: dict[str, int] | None = None,
+       extra_args: list[str] | None = None, timeout: float = 30.0) -> list[dict]:
+    registry = EndpointRegistry.for_cluster(cluster, root)
+    if host not in LOOPBACK_DEFAULT:
+        registry.ensure_token()
+    data = data or default_data(cluster)
+    os.makedirs(data, exist_ok=True)
+    started: dict[str, subprocess.Popen] = {}
+    report = []
+    for kind in ENDPOINTS:
+        current = registry.lookup(ENDPOINTS[kind])
+        if current is not None and _info(cluster, kind, root) is not None:
+            report.append({"service": kind, "address": current.address, "pid": current.pid,
+                           "state": "already running"})
+            continue
+        cmd = [sys.executable, "-m", "marin.services.server", kind, "--cluster", cluster,
+               "--clusters", clusters_root(root), "--host", host,
+               "--port", str((ports or {}).get(kind, 0)), "--data", os.path.join(data, kind),
+               *(extra_args or [])]
+        with open(os.path.join(data, f"{kind}.log"), "ab") as out:
+            started[kind] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    for kind, proc in started.items():
+        endpoint = _wait_registered(registry, kind, proc, cluster, root, deadline,
+                                    os.path.join(data, f"{kind}.log"))
+        report.append({"service": kind, "address": endpoint.address, "pid": proc.pid,
+                       "state": "started"})
+    return report
+
+
+def _wait_registered(registry: EndpointRegistry, kind: str, proc: subprocess.Popen,
+                     cluster: str, root: str | None, deadline: float, log: str) -> Endpoint:
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = Path(log).read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+            raise ServicesError(f"the {kind} service exited with code {proc.returncode}: "
+                                f"{tail[0]} (full output in {log})")
+        found = registry.lookup(ENDPOINTS[kind])
+        if found is not None and found.pid == proc.pid and _info(cluster, kind, root):
+            return found
+        time.sleep(0.05)
+    proc.kill()
+    raise ServicesError(f"the {kind} service did not register within the timeout; see {log}")
+
+
+def _info(cluster: str, kind: str, root: str | None, timeout: float = 2.0
+          ) -> pb.InfoResponse | None:
+    channel = ServiceChannel(service_url(cluster, kind, root), _STUBS[kind])
+    try:
+        return channel.call("Info", pb.InfoRequest(), timeout=timeout, attempts=1)
+    except ServiceError:
+        return None
+    finally:
+        channel.close()
+
+
+def _pid_alive(endpoint: Endpoint) -> bool | None:
+    """Whether the process lives (None when it runs on another machine)."""
+    if endpoint.host != socket.gethostname():
+        return None
+    try:
+        os.kill(endpoint.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def status(cluster: str = "marin", root: str | None = None) -> list[dict]:
+    registry = EndpointRegistry.for_cluster(cluster, root)
+    rows = []
+    for endpoint in registry.all():
+        kind = next((k for k, v in ENDPOINTS.items() if v == endpoint.name), None)
+        info = _info(cluster, kind, root) if kind else None
+        rows.append({"service": kind or endpoint.name, "endpoint": endpoint.name,
+                     "address": endpoint.address, "pid": endpoint.pid, "host": endpoint.host,
+                     "state": "up" if info else ("down" if _pid_alive(endpoint) is False
+                                                 else "unreachable"),
+                     "uptime_s": round(time.time() - info.started, 1) if info else None,
+                     "items": info.items if info else None,
+                     "db_bytes": info.db_bytes if info else None,
+                     "data": endpoint.data})
+    return rows
+
+
+def down(cluster: str = "marin", root: str | None = None, grace: float = 10.0) -> list[dict]:
+    registry = EndpointRegistry.for_cluster(cluster, root)
+    report = []
+    for endpoint in registry.all():
+        alive = _pid_alive(endpoint)
+        if alive is None:
+            report.append({"endpoint": endpoint.name, "pid": endpoint.pid,
+                           "state": f"left running (on {endpoint.host})"})
+            continue
+        state = "not running"
+        if alive:
+            state = _stop(endpoint.pid, grace)
+        registry.unregister(endpoint.name, pid=endpoint.pid)
+        report.append({"endpoint": endpoint.name, "pid": endpoint.pid, "state": state})
+    return report
+
+
+def _stop(pid: int, grace: float) -> str:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "not running"
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not _exists(pid):
+            return "stopped"
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    return "killed"
+
+
+def _exists(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)  # our own child: reap it
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -31,7 +31,8 @@ An HTML comment right before a block changes how it runs (several are joined by 
     checked for syntax here, and PATH (a test file, or ``.ci/run``) runs the same thing in
     a place of its own. PATH must exist.
 
-Bash blocks whose lines start with ``$ `` are transcripts: only those lines run and the
+Variables that a bash block exports stay set for the later blocks of its page. Bash blocks
+whose lines start with ``$ `` are transcripts: only those lines run and the
 rest is the output shown to the reader. Other languages (``toml``, plain fences) are text.
 """
 
@@ -289,6 +290,9 @@ def _transcript_commands(source: str) -> str:
     return "\n".join(commands) + "\n"
 
 
+_SHELL_OWN = {"PWD", "OLDPWD", "SHLVL", "_", "BASH_EXECUTION_STRING"}
+
+
 def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> None:
     script = _transcript_commands(source)
     check = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
@@ -296,7 +300,10 @@ def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> No
     if plan.syntax_only:
         return
     env = _with_emulators(plan, source, page)
-    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=page.workdir,
+    env_out = page.workdir / ".docs-env"
+    # Variables a block exports stay set for the page's later blocks, as in a terminal.
+    wrapped = f"trap 'env -0 > {str(env_out)!r}' EXIT\n{script}"
+    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", wrapped], cwd=page.workdir,
                           env=env, capture_output=True, text=True, timeout=BASH_TIMEOUT_S,
                           stdin=subprocess.DEVNULL)
     if proc.returncode != plan.expected_exit:
@@ -304,6 +311,11 @@ def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> No
             f"exit {proc.returncode} (expected {plan.expected_exit}) from:\n"
             f"{script}\n--- stdout ---\n{proc.stdout[-4000:]}\n"
             f"--- stderr ---\n{proc.stderr[-4000:]}")
+    if env_out.exists():
+        exported = dict(item.split("=", 1) for item in
+                        env_out.read_text().split("\0") if "=" in item)
+        page.env = {k: v for k, v in exported.items() if k not in _SHELL_OWN
+                    and k not in {"STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL_S3"}}
 
 
 def docs_sybil() -> Sybil:

@@ -43,6 +43,7 @@ not = "run"
 
 
 def _examples(tmp_path: Path, text: str):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     page = tmp_path / "page.md"
     page.write_text(text)
     document = docs_sybil().parse(page)
@@ -99,5 +100,16 @@ def test_every_documentation_block_is_collected():
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     for page in pages:
         fences = sum(1 for line in page.read_text().splitlines()
-                     if line.startswith(("```python", "```bash")))
+                     if line.lstrip(" >-*0123456789.").startswith(("```python", "```bash")))
         assert len(list(docs_sybil().parse(page).examples())) == fences, page
+
+
+def test_exported_variables_stay_set_for_later_blocks(tmp_path: Path):
+    text = ("```bash\nexport GREETING=hello\n```\n\n```bash\ntest \"$GREETING\" = hello\n```\n"
+            "\n```python\nimport os\nassert os.environ['GREETING'] == 'hello'\n```\n")
+    document, examples = _examples(tmp_path, text)
+    _run_all(document, examples)
+    broken = text.replace("export GREETING=hello", "GREETING=hello")  # not exported
+    document, examples = _examples(tmp_path / "again", broken)
+    with pytest.raises(AssertionError):
+        _run_all(document, examples)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -296,14 +297,29 @@ def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> No
     if plan.syntax_only:
         return
     env = _with_emulators(plan, source, page)
-    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=page.workdir,
-                          env=env, capture_output=True, text=True, timeout=BASH_TIMEOUT_S,
-                          stdin=subprocess.DEVNULL)
+    proc = _run_bash(script, page.workdir, env)
     if proc.returncode != plan.expected_exit:
         raise AssertionError(
             f"exit {proc.returncode} (expected {plan.expected_exit}) from:\n"
             f"{script}\n--- stdout ---\n{proc.stdout[-4000:]}\n"
             f"--- stderr ---\n{proc.stderr[-4000:]}")
+
+
+def _run_bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``script`` in a process group of its own, so that a block that times out takes
+    what it started in the background (a server) with it."""
+    proc = subprocess.Popen(["bash", "-eo", "pipefail", "-c", script], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=BASH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError(f"timed out after {BASH_TIMEOUT_S} s (a command that serves "
+                             f"forever? start it in the background and stop it):\n{script}"
+                             ) from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def docs_sybil() -> Sybil:

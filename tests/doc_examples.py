@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -303,9 +304,7 @@ def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> No
     env_out = page.workdir / ".docs-env"
     # Variables a block exports stay set for the page's later blocks, as in a terminal.
     wrapped = f"trap 'env -0 > {str(env_out)!r}' EXIT\n{script}"
-    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", wrapped], cwd=page.workdir,
-                          env=env, capture_output=True, text=True, timeout=BASH_TIMEOUT_S,
-                          stdin=subprocess.DEVNULL)
+    proc = _run_bash(wrapped, script, page.workdir, env)
     if proc.returncode != plan.expected_exit:
         raise AssertionError(
             f"exit {proc.returncode} (expected {plan.expected_exit}) from:\n"
@@ -316,6 +315,24 @@ def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> No
                         env_out.read_text().split("\0") if "=" in item)
         page.env = {k: v for k, v in exported.items() if k not in _SHELL_OWN
                     and k not in {"STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL_S3"}}
+
+
+def _run_bash(wrapped: str, script: str, cwd: Path, env: dict[str, str]
+              ) -> subprocess.CompletedProcess:
+    """Run ``wrapped`` (``script`` with the harness's additions) in a process group of its
+    own, so that a block that times out takes what it started in the background with it."""
+    proc = subprocess.Popen(["bash", "-eo", "pipefail", "-c", wrapped], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=BASH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError(f"timed out after {BASH_TIMEOUT_S} s (a command that serves "
+                             f"forever? start it in the background and stop it):\n{script}"
+                             ) from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def docs_sybil() -> Sybil:

@@ -113,3 +113,23 @@ def test_exported_variables_stay_set_for_later_blocks(tmp_path: Path):
     document, examples = _examples(tmp_path / "again", broken)
     with pytest.raises(AssertionError):
         _run_all(document, examples)
+
+
+def test_a_block_that_times_out_takes_its_background_processes_with_it(tmp_path: Path,
+                                                                      monkeypatch):
+    monkeypatch.setattr("tests.doc_examples.BASH_TIMEOUT_S", 2)
+    text = "```bash\nsleep 300 &\necho $! > child.pid\nwait\n```\n"
+    document, examples = _examples(tmp_path, text)
+    with pytest.raises(AssertionError, match="timed out after 2 s"):
+        _run_all(document, examples)
+    child = int(next((tmp_path / "scratch").rglob("child.pid")).read_text())
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a killed one waiting to be reaped is not)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] not in ("Z", "X")

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".marin-install-stamp"
-MAIN_EXPERIMENT = "experiments/hello_pipeline.py"
+MAIN_EXPERIMENT = "experiments/isoflop_tiny.py"
 
 
 def _venv_python() -> Path:

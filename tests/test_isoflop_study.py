@@ -269,3 +269,33 @@ def test_the_3e19_study_is_planned_offline_with_the_heuristics_candidates(tmp_pa
     assert f"{len(every)} runs" in text and "device-hours on gpu-h100" in text
     tpu = module.print_candidates(module.StudyOptions(hardware="tpu-v5p"))
     assert tpu["device_hours"] > printed["device_hours"]  # v5p's peak is below H100's
+
+
+def test_a_real_3e19_run_here_refuses_in_one_line_unless_told_yes(tmp_path, capsys):
+    module = load_experiment(str(ROOT / "experiments" / "isoflop_3e19.py"))
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--prefix", str(tmp_path / "store")])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert len(message.splitlines()) == 1
+    assert "refusing to start" in message and "device-hours" in message
+    assert "--backend ray" in message and "--yes" in message
+    assert not (tmp_path / "store").exists()
+    assert module.local_refusal(module.StudyOptions(yes=True)) is None
+    assert module.local_refusal(module.StudyOptions(max_local_device_hours=1e12)) is None
+
+
+def test_marin_executor_dry_run_prints_the_candidates_then_the_plan(tmp_path, capsys,
+                                                                     monkeypatch):
+    from marin.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["executor", "--dry-run", "--prefix", str(tmp_path / "store"),
+                 str(ROOT / "experiments" / "isoflop_3e19.py")])
+    out = capsys.readouterr().out
+    assert code == 0
+    runs = sum(len(list(CompletedAdamhHeuristic(vocab_size=50257).candidates_for_budget(b)))
+               for b in DEFAULT_BUDGETS[:4])
+    assert f"totals: {runs} runs" in out and "candidates on 8 x gpu-h100" in out
+    assert out.index("candidates on") < out.index("dry run:")
+    assert not (tmp_path / "store").exists()

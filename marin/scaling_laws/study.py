@@ -512,12 +512,13 @@ def _approach3(records: list[Any], bootstrap: int) -> dict[str, Any]:
     if len(records) < MIN_RUNS_PARAMETRIC:
         return {"error": f"{len(records)} usable run(s); L(N, D) needs at least "
                 f"{MIN_RUNS_PARAMETRIC}"}
+    import numpy as np
     from threadpoolctl import threadpool_limits
 
     try:
         # L-BFGS makes thousands of tiny BLAS calls; a multithreaded BLAS spends far more
         # time waking its threads than computing (18x slower on two busy cores).
-        with threadpool_limits(limits=1, user_api="blas"):
+        with threadpool_limits(limits=1, user_api="blas"), np.errstate(all="ignore"):
             fit = fit_parametric_loss([r.params for r in records], [r.tokens for r in records],
                                       [r.loss for r in records], bootstrap=bootstrap)
     except ValueError as e:
@@ -551,18 +552,29 @@ def _law(fit: dict[str, Any], quantity: str):
 
 
 def loss_interval(parametric: Any, params: float, tokens: float,
-                  level: float = 0.95) -> tuple[float, float]:
-    """A bootstrap interval of the parametric loss at (params, tokens)."""
+                  level: float = 0.95) -> tuple[float, float] | None:
+    """A bootstrap interval of the parametric loss at (params, tokens); None when too few
+    resamples gave a finite loss."""
     import numpy as np
 
     s = parametric.bootstrap_samples
     if s is None or len(s) < 2:
         value = float(parametric.loss(params, tokens))
         return value, value
-    losses = s[:, 0] + s[:, 1] / params ** s[:, 3] + s[:, 2] / tokens ** s[:, 4]
+    with np.errstate(all="ignore"):  # resamples that ran off to infinity are dropped
+        losses = s[:, 0] + s[:, 1] / params ** s[:, 3] + s[:, 2] / tokens ** s[:, 4]
+    losses = losses[np.isfinite(losses)]
+    if len(losses) < 2:
+        return None
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(losses, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def _law_interval(law: Any, budget: float) -> tuple[float, float] | None:
+    """The power law's 95% interval; None when it has no residual degrees of freedom (two
+    budgets: a line through two points has no error estimate)."""
+    return law.interval(budget) if law.exponent_se > 0 else None
 
 
 def predict_at(fit: dict[str, Any], budget: float) -> dict[str, Any]:
@@ -571,9 +583,9 @@ def predict_at(fit: dict[str, Any], budget: float) -> dict[str, Any]:
     params_law, tokens_law, loss_law = (_law(fit, q) for q in ("params", "tokens", "loss"))
     if params_law is not None and tokens_law is not None:
         out["approach2"] = {"params": float(params_law.predict(budget)),
-                            "params_interval": params_law.interval(budget),
+                            "params_interval": _law_interval(params_law, budget),
                             "tokens": float(tokens_law.predict(budget)),
-                            "tokens_interval": tokens_law.interval(budget),
+                            "tokens_interval": _law_interval(tokens_law, budget),
                             "loss": float(loss_law.predict(budget)) if loss_law else None}
     parametric = _parametric(fit)
     if parametric is not None:
@@ -622,7 +634,8 @@ def run_prediction(config: PredictionConfig) -> dict[str, Any]:
     out.update(status=status, reason=reason, achieved_loss=achieved, summary=summary)
     if achieved is not None and predicted_loss is not None:
         out["error_percent"] = 100.0 * (predicted_loss - achieved) / achieved
-        out["within_interval"] = bool(interval[0] <= achieved <= interval[1])
+        if interval is not None and interval[0] < interval[1]:
+            out["within_interval"] = bool(interval[0] <= achieved <= interval[1])
     _write_json(_join(config.output_path, "prediction.json"), out)
     return out
 

@@ -28,12 +28,16 @@ def _g(value: Any, digits: int = 3) -> str:
 
 
 def _interval(pair: Sequence[float] | None) -> str:
-    return "-" if not pair else f"{_g(pair[0])} - {_g(pair[1])}"
+    """``low - high``, or ``n/a`` when there is no finite interval."""
+    if not pair or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in pair):
+        return "n/a"
+    return f"{_g(pair[0])} - {_g(pair[1])}"
 
 
 def _law(law: dict[str, Any], symbol: str) -> str:
-    return (f"{symbol} = {law['coefficient']:.3g} * C^{law['exponent']:.3f} "
-            f"(exponent +/- {law['exponent_se']:.3f})")
+    error = (f"+/- {law['exponent_se']:.3f}" if law["exponent_se"] > 0 else
+             "no error estimate from two budgets")
+    return f"{symbol} = {law['coefficient']:.3g} * C^{law['exponent']:.3f} (exponent {error})"
 
 
 def summary_lines(fit: dict[str, Any], prediction: dict[str, Any] | None) -> list[str]:
@@ -97,7 +101,7 @@ def render_report(title: str, rows: list[dict[str, Any]], fit: dict[str, Any],
 def _markdown(title: str, rows: list[dict[str, Any]], fit: dict[str, Any],
               prediction: dict[str, Any] | None, plots: list[str]) -> str:
     out = [f"# {title}", ""]
-    out += [f"- {line}" for line in summary_lines(fit, prediction)]
+    out += [f"- {line.strip()}" for line in summary_lines(fit, prediction)]
     out += ["", "## Runs", "",
             "| run | budget | hidden | layers | params | tokens | eval loss (first -> final) "
             "| status |", "|---|---|---|---|---|---|---|---|"]

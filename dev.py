@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".marin-install-stamp"
 INSTALL_LOG = VENV / "install.log"
-MAIN_EXPERIMENT = "experiments/hello_pipeline.py"
+MAIN_EXPERIMENT = "experiments/isoflop_tiny.py"
 
 
 def _venv_python() -> Path:

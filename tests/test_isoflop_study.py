@@ -1,0 +1,301 @@
+"""The IsoFLOP study graph: a reduced study end to end, the 3e19 plan offline, the fit's
+handling of failed runs and thin budgets, and reruns."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marin.execution import Executor
+from marin.execution.experiments import load_experiment
+from marin.models.config import TransformerConfig
+from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS, nearest_candidate
+from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+from marin.scaling_laws.study import (
+    CandidateRunConfig,
+    StudyCorpus,
+    StudyFitConfig,
+    StudyReportConfig,
+    StudyRun,
+    budget_tag,
+    fit_study,
+    isoflop_study,
+    next_tiers,
+    run_candidate,
+    run_prediction,
+    study_outputs,
+    write_study_report,
+)
+from tests.conftest import ROOT
+from tests.test_tokenize import plays
+
+VOCAB = 300
+# three candidates (hidden 8, 16, 24) at each budget, one run at the held-out budget
+TINY = CompletedAdamhHeuristic(
+    vocab_size=VOCAB, seq_len=32, hardware="cpu", devices=1, min_hidden=8, max_hidden=24,
+    hidden_step=8, head_dim=8, large_step_budget=1e30, target_steps=20, min_batch_size=8,
+    min_train_steps=10, budget_tolerance=0.1, reference_batch_size=8, reference_tokens=1e5,
+    lr_base=0.01, adam_lr_base=0.003, max_learning_rate=0.05, min_tokens_per_param=0.3,
+    max_tokens_per_param=400)
+BUDGETS = (1e9, 2e9)
+HELD_OUT = 4e9
+
+
+def _corpus(root: Path, count: int = 5) -> StudyCorpus:
+    texts = plays(count)
+    for folder in ("train", "validation"):
+        (root / folder).mkdir(parents=True)
+    for play in texts[:-1]:
+        shutil.copy(play, root / "train" / f"{play.stem}.txt")
+    shutil.copy(texts[-1], root / "validation" / f"{texts[-1].stem}.txt")
+    return StudyCorpus(train=(str(root / "train"),), validation=(str(root / "validation"),))
+
+
+def _study(corpus: StudyCorpus, heuristic=TINY) -> list:
+    return isoflop_study("study", corpus, BUDGETS, heuristic, tokenizer_vocab_size=VOCAB,
+                         predict_budget=HELD_OUT, bootstrap=10,
+                         train_options={"compute_dtype": "float32", "eval_batches": 2})
+
+
+@pytest.mark.slow
+def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_path):
+    corpus = _corpus(tmp_path / "data", count=3)
+    steps = _study(corpus)
+    prefix = str(tmp_path / "store")
+    result = Executor(prefix, max_concurrent=2).run(steps)
+    assert result.ok, result.summary()
+    out = study_outputs(steps, prefix)
+
+    # runs.csv holds every run, with the figures of its own summary.json
+    train = [s for s in steps if s.fn is run_candidate]
+    assert len(train) == sum(len(list(TINY.candidates_for_budget(b))) for b in BUDGETS) == 6
+    with open(Path(out["fit"]) / "runs.csv") as f:
+        rows = {r["run"]: r for r in csv.DictReader(f)}
+    assert set(rows) == {s.config.run_name for s in train}
+    graph_paths = {n.step.config.run_name: n.output_path for n in
+                   Executor(prefix).plan(steps).graph.nodes if n.step.fn is run_candidate}
+    for name, path in graph_paths.items():
+        summary = json.loads((Path(path) / "summary.json").read_text())
+        row = rows[name]
+        assert row["status"] == "ok"
+        assert int(row["params"]) == summary["params"]
+        assert int(row["tokens"]) == summary["tokens"]
+        assert float(row["loss"]) == pytest.approx(summary["eval_loss"], rel=1e-12)
+        assert float(row["first_eval_loss"]) > float(row["loss"])  # eval loss fell
+
+    # per budget: the parabola through the runs (three or more points) and its minimum
+    fit = json.loads((Path(out["fit"]) / "fit.json").read_text())
+    assert fit["used"] == len(rows) and fit["excluded"] == []
+    by_budget = {b: [r for r in rows.values() if float(r["budget"]) == b] for b in BUDGETS}
+    fitted = {b["budget"]: b for b in fit["budgets"]}
+    not_fitted = {b["budget"]: b for b in fit["budgets_not_fitted"]}
+    assert set(fitted) | set(not_fitted) == set(BUDGETS)
+    for budget, runs in by_budget.items():
+        x = np.log([float(r["tokens"]) for r in runs])
+        y = np.array([float(r["loss"]) for r in runs])
+        a, b, _ = np.polyfit(x, y, 2)
+        if budget in fitted:
+            assert fitted[budget]["points"] == len(runs)
+            if len(runs) == 3:  # three points: the robust fit is the exact parabola
+                assert math.log(fitted[budget]["optimal_tokens"]) == pytest.approx(
+                    -b / (2 * a), rel=1e-6)
+        else:
+            assert a <= 0 or len(runs) < 3
+            assert not_fitted[budget]["reason"]
+
+    # the checked prediction trained the heuristic's candidate nearest the predicted size
+    prediction = json.loads((Path(out["prediction"]) / "prediction.json").read_text())
+    report = (Path(out["report"]) / "report.md").read_text()
+    if prediction.get("candidate"):
+        n_opt = prediction["predicted"][prediction["size_from"]]["params"]
+        nearest = nearest_candidate(list(TINY.candidates_for_budget(HELD_OUT)), n_opt)
+        assert prediction["candidate"]["params"] == nearest.params
+        summary = json.loads((Path(out["prediction"]) / "run" / "summary.json").read_text())
+        assert prediction["achieved_loss"] == pytest.approx(summary["eval_loss"])
+        assert prediction["error_percent"] == pytest.approx(
+            100 * (prediction["predicted_loss"] - summary["eval_loss"]) / summary["eval_loss"])
+        assert f"error {prediction['error_percent']:+.2f}%" in report
+    else:
+        assert prediction["status"] == "not_predicted" and "no prediction" in report
+    for name in rows:
+        assert name in report
+    for stem in ("isoflops", "scaling"):
+        if (Path(out["report"]) / f"{stem}.png").exists():
+            assert f"({stem}.png)" in report and (Path(out["report"]) / f"{stem}.html").exists()
+
+    # a rerun skips everything; one more candidate re-runs the fit and what follows it only
+    again = Executor(prefix, max_concurrent=2).run(steps)
+    assert again.by_state() == {"skipped": len(again.steps)}
+    wider = _study(corpus, TINY.with_overrides(max_hidden=32, min_tokens_per_param=0.2))
+    plan = {e.name: e for e in Executor(prefix).plan(wider).entries}
+    assert plan["study/fit"].action == "run" and "config changed" in plan["study/fit"].reason
+    new_runs = [e for e in plan.values() if e.action == "run" and e.node.step.fn is run_candidate]
+    assert [e.node.step.config.model.hidden_dim for e in new_runs] == [32]
+    assert {e.name for e in plan.values() if e.action == "run"} == \
+        {e.name for e in new_runs} | {"study/fit", "study/prediction", "study/report"}
+
+
+def _synthetic_run(folder: Path, name: str, budget: float, params: float, loss: float,
+                   status: str = "ok", reason: str | None = None) -> StudyRun:
+    folder.mkdir(parents=True)
+    tokens = budget / (6 * params)
+    summary = None if status != "ok" else {"params": params, "tokens": tokens,
+                                           "flops": budget, "eval_loss": loss,
+                                           "train_loss": loss + 0.01}
+    (folder / "outcome.json").write_text(json.dumps({
+        "run_name": name, "group": f"g-{budget_tag(budget)}", "budget": budget,
+        "status": status, "reason": reason, "summary": summary, "hidden_dim": 64,
+        "num_layers": 2, "eval_losses": [loss + 1, loss] if summary else []}))
+    return StudyRun(name, f"g-{budget_tag(budget)}", budget, str(folder))
+
+
+def test_failed_runs_are_excluded_and_named_and_thin_budgets_are_reported(tmp_path):
+    """Runs drawn from a known L(N, D) = E + A/N^a + B/D^b: one diverged, one budget left
+    with two runs. The fit excludes and names them, and the per-budget optima it finds
+    agree with the law's own optimum."""
+    E, A, B, alpha, beta = 1.7, 400.0, 1200.0, 0.34, 0.28
+
+    def law(n: float, d: float) -> float:
+        return E + A / n**alpha + B / d**beta
+
+    runs = []
+    for budget in (1e17, 1e18, 1e19):
+        for i, n in enumerate(np.geomspace(3e6, 3e8, 7) * (budget / 1e17) ** 0.5):
+            runs.append(_synthetic_run(tmp_path / f"r{budget:.0e}-{i}", f"run-{budget:.0e}-{i}",
+                                       budget, float(n), law(n, budget / (6 * n))))
+    runs.append(_synthetic_run(tmp_path / "diverged", "run-diverged", 1e18, 1e7, math.nan,
+                               "diverged", "the loss became nan at step 12"))
+    for i, n in enumerate((1e7, 1e8)):
+        runs.append(_synthetic_run(tmp_path / f"thin-{i}", f"run-thin-{i}", 1e20, n,
+                                   law(n, 1e20 / (6 * n))))
+    fit = fit_study(StudyFitConfig(runs=tuple(runs), targets=next_tiers(1e19, 2),
+                                   bootstrap=10, output_path=str(tmp_path / "fit")))
+
+    assert fit["used"] == len(runs) - 1
+    assert fit["excluded"] == [{"run": "run-diverged", "budget": 1e18, "status": "diverged",
+                                "reason": "the loss became nan at step 12"}]
+    assert [b["budget"] for b in fit["budgets_not_fitted"]] == [1e20]
+    assert "2 usable run(s)" in fit["budgets_not_fitted"][0]["reason"]
+    g = (alpha * A / (beta * B)) ** (1 / (alpha + beta))
+    for b in fit["budgets"]:
+        n_true = g * (b["budget"] / 6) ** (beta / (alpha + beta))
+        assert b["optimal_params"] == pytest.approx(n_true, rel=0.15)
+    assert fit["approach2"]["params"]["exponent"] == pytest.approx(beta / (alpha + beta),
+                                                                   abs=0.03)
+    assert fit["approach3"]["alpha"] == pytest.approx(alpha, rel=0.05)
+    assert [p["budget"] for p in fit["predictions"]] == [3e19, 1e20]
+
+    report = write_study_report(StudyReportConfig(
+        title="synthetic", fit_path=str(tmp_path / "fit"), output_path=str(tmp_path / "rep")))
+    text = Path(report).read_text()
+    assert "`run-diverged` (1e+18 FLOPs): diverged: the loss became nan at step 12" in text
+    assert "| 1e+20 | 2 | not fitted: 2 usable run(s)" in text
+    with open(tmp_path / "fit" / "runs.csv") as f:
+        statuses = {r["run"]: r["status"] for r in csv.DictReader(f)}
+    assert statuses["run-diverged"] == "diverged" and statuses["run-thin-0"] == "ok"
+
+
+def test_a_candidate_that_cannot_train_finishes_its_step_with_the_reason(tmp_path):
+    """A model whose vocabulary is smaller than the token cache's is a candidate-level
+    failure: recorded in outcome.json, not raised, so the fit can name it."""
+    from marin.processing.tokenize import TokenizeConfig, tokenize
+    from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
+
+    corpus = _corpus(tmp_path / "data", count=2)
+    tokenize(TokenizeConfig(train_paths=corpus.train, validation_paths=corpus.validation,
+                            tokenizer="gpt2", cache_path=str(tmp_path / "cache"),
+                            num_processes=1))
+    config = CandidateRunConfig(
+        cache_path=str(tmp_path / "cache"),
+        model=TransformerConfig(hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2,
+                                num_kv_heads=2, vocab_size=VOCAB, seq_len=32),
+        batch_size=8, train_steps=5, optimizer=OptimizerHyperparameters(
+            learning_rate=0.01, adam_learning_rate=0.01, epsilon=1e-8, beta1=0.9, beta2=0.95),
+        hardware="cpu", run_name="too-small-vocab", group="g", budget=1e9,
+        output_path=str(tmp_path / "run"))
+    outcome = run_candidate(config)
+    assert outcome["status"] == "invalid_config"
+    assert "vocab_size=300" in outcome["reason"]
+    stored = json.loads((tmp_path / "run" / "outcome.json").read_text())
+    assert stored["status"] == "invalid_config" and stored["run_name"] == "too-small-vocab"
+
+
+def test_the_3e19_study_is_planned_offline_with_the_heuristics_candidates(tmp_path, monkeypatch,
+                                                                          capsys):
+    def no_network(*args, **kwargs):
+        raise AssertionError("the dry run tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    module = load_experiment(str(ROOT / "experiments" / "isoflop_3e19.py"))
+    options = module.StudyOptions()
+    steps = module.build(options)
+    plan = Executor(str(tmp_path / "store")).plan(steps)
+    assert all(e.action == "run" for e in plan.entries)
+
+    heuristic = CompletedAdamhHeuristic(vocab_size=50257)
+    expected = {b: list(heuristic.candidates_for_budget(b)) for b in DEFAULT_BUDGETS[:4]}
+    assert DEFAULT_BUDGETS[3] == 3e19 and max(expected) == 3e19
+    planned: dict[float, list] = {}
+    for step in steps:
+        if step.fn is run_candidate:
+            planned.setdefault(step.config.budget, []).append(step)
+    for budget, candidates in expected.items():
+        got = [(s.config.model, s.config.batch_size, s.config.train_steps,
+                s.config.optimizer) for s in planned[budget]]
+        assert got == [(c.model_config, c.batch_size, c.train_steps, c.optimizer)
+                       for c in candidates]
+        assert all(s.config.model.vocab_size == 50257 for s in planned[budget])
+    every = [c for cs in expected.values() for c in cs]
+    totals = plan.totals()
+    assert totals["estimated_flops"] == pytest.approx(sum(c.flops for c in every)
+                                                      + DEFAULT_BUDGETS[4])
+    prediction = next(s for s in steps if s.fn is run_prediction)
+    assert totals["estimated_device_hours"] == pytest.approx(
+        sum(c.estimated_device_hours for c in every) + prediction.estimate.device_hours)
+
+    printed = module.print_candidates(options)
+    assert printed["runs"] == len(every)
+    assert printed["flops"] == pytest.approx(sum(c.flops for c in every))
+    assert printed["device_hours"] == pytest.approx(sum(c.estimated_device_hours for c in every))
+    text = capsys.readouterr().out
+    assert f"{len(every)} runs" in text and "device-hours on gpu-h100" in text
+    tpu = module.print_candidates(module.StudyOptions(hardware="tpu-v5p"))
+    assert tpu["device_hours"] > printed["device_hours"]  # v5p's peak is below H100's
+
+
+def test_a_real_3e19_run_here_refuses_in_one_line_unless_told_yes(tmp_path, capsys):
+    module = load_experiment(str(ROOT / "experiments" / "isoflop_3e19.py"))
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--prefix", str(tmp_path / "store")])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert len(message.splitlines()) == 1
+    assert "refusing to start" in message and "device-hours" in message
+    assert "--backend ray" in message and "--yes" in message
+    assert not (tmp_path / "store").exists()
+    assert module.local_refusal(module.StudyOptions(yes=True)) is None
+    assert module.local_refusal(module.StudyOptions(max_local_device_hours=1e12)) is None
+
+
+def test_marin_executor_dry_run_prints_the_candidates_then_the_plan(tmp_path, capsys,
+                                                                     monkeypatch):
+    from marin.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["executor", "--dry-run", "--prefix", str(tmp_path / "store"),
+                 str(ROOT / "experiments" / "isoflop_3e19.py")])
+    out = capsys.readouterr().out
+    assert code == 0
+    runs = sum(len(list(CompletedAdamhHeuristic(vocab_size=50257).candidates_for_budget(b)))
+               for b in DEFAULT_BUDGETS[:4])
+    assert f"totals: {runs} runs" in out and "candidates on 8 x gpu-h100" in out
+    assert out.index("candidates on") < out.index("dry run:")
+    assert not (tmp_path / "store").exists()

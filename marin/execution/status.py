@@ -69,7 +69,8 @@ class StatusRecord:
     @classmethod
     def decode(cls, raw: bytes) -> StatusRecord:
         try:
-            data = json.loads(raw)
+            # Decoding first spares json.loads its encoding detection on bytes.
+            data = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
             return cls(
                 status=StepStatus(data["status"]),
                 run_id=str(data.get("run_id", "")),

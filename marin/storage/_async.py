@@ -49,6 +49,7 @@ class AsyncObjectStorage(Storage):
     """Subclasses provide ``fs`` (an fsspec AsyncFileSystem) and ``_read_async``."""
 
     read_concurrency = 64
+    has_folders = False
 
     @property
     @abc.abstractmethod

@@ -1,5 +1,12 @@
 """Local-disk storage: atomic rename for writes, hard links for exclusive create, and a
-``flock`` on the parent folder to make compare-and-swap atomic between processes."""
+``flock`` on the parent folder to make compare-and-swap atomic between processes.
+
+Design note: records are not forced to disk one by one (no ``fsync``). Atomicity between
+processes comes from rename, link and ``flock``, which need none; an ``fsync`` per record
+cost more than the rest of a small step's bookkeeping together. After an operating-system
+crash or a power cut a record may be missing or unreadable: a status then reads as not done
+(the step runs again), a lease as free (its holder died with the machine), and a SUCCESS
+is checked against the names it committed before its output is reused."""
 
 from __future__ import annotations
 
@@ -160,8 +167,6 @@ def _write_new(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _unlink_quietly(path: str) -> None:

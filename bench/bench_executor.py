@@ -121,6 +121,17 @@ def tree_env(tree: Path | None, **extra: str) -> dict[str, str]:
     return env
 
 
+def check_tree(tree: Path | None, cwd: str) -> None:
+    """Fail unless a child started with ``tree_env(tree)`` in ``cwd`` imports that tree's
+    marin (the current folder comes first on ``sys.path``: never run children in ROOT)."""
+    out = subprocess.run([sys.executable, "-c", "import marin; print(marin.__file__)"],
+                         capture_output=True, text=True, env=tree_env(tree), cwd=cwd,
+                         check=True)
+    expected = (tree or ROOT).resolve()
+    if not Path(out.stdout.strip()).resolve().is_relative_to(expected):
+        raise RuntimeError(f"children import {out.stdout.strip()}, not marin from {expected}")
+
+
 def extract_revision(rev: str, into: Path) -> Path | None:
     """The repository's ``rev`` as a folder (``git archive``), or None when unknown."""
     archive = into / "baseline.tar"
@@ -218,10 +229,11 @@ def bench_cli(n: int, trees: dict[str, Path | None], table_max: int) -> dict[str
         out: dict[str, Timing] = {}
         for label, tree in trees.items():
             env = tree_env(tree)
+            check_tree(tree, tmp)
             if tree is None or n <= table_max:
-                out[f"{label} text"] = timed([*base, str(experiment)], env,
+                out[f"{label} text"] = timed([*base, str(experiment)], env, Path(tmp),
                                              expect=f"{n} skipped")
-            out[f"{label} json"] = timed([*base, "--json", str(experiment)], env,
+            out[f"{label} json"] = timed([*base, "--json", str(experiment)], env, Path(tmp),
                                          expect=f'"skip": {n}')
         return out
 
@@ -318,8 +330,9 @@ def bench_throughput(n: int, prefix: str, tree: Path | None, env: dict[str, str]
     with tempfile.TemporaryDirectory() as tmp:
         write_dag_experiment(Path(tmp), n)
         script = THROUGHPUT.format(folder=tmp, n=n, prefix=prefix)
+        check_tree(tree, tmp)
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             env=tree_env(tree, **env), timeout=1800)
+                             env=tree_env(tree, **env), cwd=tmp, timeout=1800)
         if out.returncode != 0:
             raise RuntimeError(out.stderr[-800:])
         data = json.loads(out.stdout.strip().splitlines()[-1])

@@ -82,13 +82,12 @@ def _add_entry(table: Table, entry: PlanEntry) -> None:
 @dataclass
 class FamilyCounts:
     """Steps of one name family, by action; ``failed`` counts steps whose last status is
-    FAILED (retried or not), ``warned`` those that carry a warning."""
+    FAILED (retried or not)."""
 
     family: str
     steps: int = 0
     actions: dict[str, int] = field(default_factory=lambda: {"run": 0, "skip": 0, "wait": 0})
     failed: int = 0
-    warned: int = 0
 
 
 @dataclass
@@ -131,7 +130,6 @@ def summarize(plan: Plan, rows: int = SUMMARY_ROWS) -> PlanSummary:
         counts.steps += 1
         counts.actions[entry.action] += 1
         counts.failed += entry.status is StepStatus.FAILED
-        counts.warned += bool(entry.warnings)
         if is_listed(entry):
             if len(listed) < rows:
                 listed.append(entry)

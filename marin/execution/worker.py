@@ -5,8 +5,8 @@ thread, a process or a Ray worker.
 
 The protocol, the same for every runner and every storage backend:
 
-1. while the status is not SUCCESS, try to take the lease (free, stale, or held by a dead
-   process on this machine); if another executor holds it, wait and poll;
+1. take the lease (free, stale, or held by a dead process on this machine); while another
+   executor holds it, wait, polling the status in case that executor settles the step;
 2. with the lease, read the status again (another executor may have just finished), write
    ``.executor_info`` and RUNNING, start the heartbeat;
 3. run ``fn(config)``: the config's own output path points at this attempt's folder,

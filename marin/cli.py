@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--force-run", action="append", default=[], metavar="REGEX",
                     help="run matching steps again even if they succeeded (repeatable)")
     ex.add_argument("--json", action="store_true", help="print the plan or result as JSON")
+    ex.add_argument("--all", action="store_true", help="with --dry-run: print every step, "
+                    "not a summary, for plans of more than 50 steps")
     ex.add_argument("--ray-address", help="with --backend ray: the cluster to join "
                     "(default: start a local one)")
     ex.add_argument("--yes", action="store_true", help="start even when the experiment's "
@@ -278,8 +280,8 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         module = load_experiment(args.experiment)
         steps = steps_of(module)
-        overrides, rest = split_override_args(extra, [s.name for s in
-                                                      topological_order(steps)])
+        overrides, rest = split_override_args(
+            extra, lambda: [s.name for s in topological_order(steps)])
     except (ExperimentError, OverrideError, StepGraphError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
@@ -298,6 +300,7 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
     if args.lease_ttl is not None:
         options.lease_ttl = args.lease_ttl
     options.ray_address = args.ray_address
+    options.all = args.all
     return run_with_options(steps, options, overrides, spelling="cli")
 
 

@@ -140,9 +140,12 @@ def _all_specs() -> dict[str, list[PluginSpec]]:
             found: dict[str, list[PluginSpec]] = {s.group: [] for s in GROUPS.values()}
             seen: set[tuple[str, str, str]] = set()
             for dist in metadata.distributions():
+                ours = [ep for ep in dist.entry_points if ep.group in found]
+                if not ours:  # parse a distribution's metadata only when it has plugins
+                    continue
                 dist_name = dist.metadata["Name"] or "?"
-                for ep in dist.entry_points:
-                    if ep.group in found and (ep.group, ep.name, dist_name) not in seen:
+                for ep in ours:
+                    if (ep.group, ep.name, dist_name) not in seen:
                         seen.add((ep.group, ep.name, dist_name))
                         found[ep.group].append(PluginSpec(ep.group, ep.name, ep.value,
                                                           dist_name, dist.version))

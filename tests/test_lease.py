@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -50,6 +51,30 @@ def test_heartbeat_keeps_a_lease_alive_past_its_ttl(tmp_path: Path):
         assert holder.held
     finally:
         holder.release()
+
+
+def _renewal_threads(lease: Lease) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"lease:{lease.path}"]
+
+
+def test_the_renewal_thread_starts_only_when_the_first_renewal_is_due(tmp_path: Path):
+    quick = _lease(tmp_path / "quick", "quick", ttl=1.0)
+    assert quick.try_acquire()
+    quick.start_heartbeat()
+    assert not _renewal_threads(quick)  # nothing started yet: the first renewal is 0.1 s away
+    quick.release()  # a short step: done before its first renewal
+    slow = _lease(tmp_path / "slow", "slow", ttl=1.0)
+    assert slow.try_acquire()
+    slow.start_heartbeat()
+    try:
+        time.sleep(0.45)  # past the due time of the quick lease's first renewal, and more
+        assert not _renewal_threads(quick)
+        assert len(_renewal_threads(slow)) == 1
+        record = LeaseRecord.decode((tmp_path / "slow" / ".executor_lease").read_bytes())
+        assert record is not None and record.renewals >= 1
+    finally:
+        slow.release()
+    assert not _renewal_threads(slow)
 
 
 def test_a_corrupt_lease_file_counts_as_stale(tmp_path: Path):

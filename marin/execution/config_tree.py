@@ -24,6 +24,8 @@ from marin.execution.step import (
 )
 
 _MARKERS = (ExecutorStep, OutputPathOf, ThisOutputPath, VersionedValue, UnversionedValue)
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def iter_leaves(value: Any) -> Iterator[Any]:
@@ -31,6 +33,8 @@ def iter_leaves(value: Any) -> Iterator[Any]:
     stack = [value]
     while stack:
         item = stack.pop()
+        if type(item) in _ATOMS:
+            continue
         if isinstance(item, (VersionedValue, UnversionedValue)):
             yield item
             stack.append(item.value)
@@ -81,7 +85,7 @@ def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
 
 def _children(value: Any) -> list[Any]:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [getattr(value, f.name) for f in dataclasses.fields(value)]
+        return [getattr(value, name) for name in _field_names(type(value))]
     if hasattr(type(value), "model_fields") and hasattr(value, "model_copy"):
         return [getattr(value, name) for name in type(value).model_fields]
     if isinstance(value, dict):
@@ -98,3 +102,10 @@ def with_fields(obj: Any, changes: dict[str, Any]) -> Any:
     for name, value in changes.items():
         object.__setattr__(rebuilt, name, value)
     return rebuilt
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names

@@ -24,11 +24,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-
-import draccus
-import yaml
-from rich.console import Console
-from rich.logging import RichHandler
+from typing import TYPE_CHECKING
 
 from marin.execution.executor import (
     DEFAULT_LEASE_TTL,
@@ -36,13 +32,14 @@ from marin.execution.executor import (
     check_positive,
     signals_interrupt,
 )
-from marin.execution.graph import StepGraphError, topological_order
+from marin.execution.graph import StepGraphError, check_steps, topological_order
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.overrides import OverrideError, apply_overrides, split_override_args
-from marin.execution.progress import SilentProgress, progress_for
-from marin.execution.render import print_plan, print_result
 from marin.execution.step import ExecutorStep
 from marin.storage import StorageError
+
+if TYPE_CHECKING:  # rich, draccus and yaml load when used: a dry run imports less
+    from rich.console import Console
 
 DEFAULT_LOCAL_PREFIX = "local_store"
 
@@ -71,6 +68,9 @@ class ExecutorMainConfig:
     """Seconds without a heartbeat after which another executor takes a step over."""
     show_skipped: bool = True
     """List skipped steps in the dry-run table."""
+    all: bool = False
+    """Print every step in the dry-run table; plans of more than 50 steps otherwise print a
+    summary (counts per action and per name family, and the steps that will run or failed)."""
     ray_address: str | None = None
     """With --backend ray: the cluster to join (default: start a local Ray instance)."""
 
@@ -87,8 +87,9 @@ def executor_main(steps: Sequence[ExecutorStep], description: str | None = None,
     """
     argv = list(sys.argv[1:] if args is None else args)
     try:
-        names = [s.name for s in topological_order(list(steps))]
-        overrides, rest = split_override_args(argv, names)
+        check_steps(steps)
+        overrides, rest = split_override_args(
+            argv, lambda: [s.name for s in topological_order(list(steps))])
     except (OverrideError, StepGraphError, TypeError) as e:
         _fail_usage(str(e))
     options = _parse_options(rest)
@@ -100,6 +101,8 @@ def executor_main(steps: Sequence[ExecutorStep], description: str | None = None,
 def _parse_options(args: Sequence[str]) -> ExecutorMainConfig:
     """draccus parsing, with a bad value reported in one line (exit status 2)."""
     import argparse
+
+    import draccus
 
     try:
         with contextlib.redirect_stderr(io.StringIO()) as err:
@@ -123,6 +126,8 @@ _LIST_OPTIONS = ("--run_only", "--force_run")
 def _list_options(args: Sequence[str]) -> list[str]:
     """``--run_only A --run_only B`` (or ``--run_only A B``, or draccus's own ``[A, B]``)
     as the one JSON list that draccus reads."""
+    import yaml
+
     out: list[str] = []
     lists: dict[str, list[str]] = {}
     i = 0
@@ -156,6 +161,10 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
                      description: str | None = None, spelling: str = "draccus") -> int:
     """Plan or run ``steps`` as ``options`` say; returns the process exit code. ``spelling``
     ("draccus" or "cli") names options in messages the way the user typed them."""
+    from rich.console import Console
+
+    from marin.execution.render import print_plan, print_result
+
     out = Console(stderr=options.json)
     if not out.is_terminal:
         out.width = 160  # tables in logs and pipes keep their columns
@@ -177,10 +186,12 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
             else:
                 if description:
                     out.print(f"[bold]{description}[/]")
-                print_plan(plan, out, options.show_skipped)
+                print_plan(plan, out, options.show_skipped, show_all=options.all)
             return 0
         if description and not options.json:
             out.print(f"[bold]{description}[/]")
+        from marin.execution.progress import SilentProgress, progress_for
+
         progress = SilentProgress() if options.json and not out.is_terminal else \
             progress_for(out)
         with _stdout_to_stderr(options.json), signals_interrupt():
@@ -237,11 +248,15 @@ def _runner_options(options: ExecutorMainConfig) -> dict[str, object]:
 def _configure_logging(console: Console) -> None:
     root = logging.getLogger("marin")
     if not root.handlers:
+        from rich.logging import RichHandler
+
         root.addHandler(RichHandler(console=console, show_path=False, show_time=False))
         root.setLevel(logging.INFO)
         root.propagate = False
 
 
 def _fail_usage(message: str) -> None:
+    from rich.console import Console
+
     Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     sys.exit(2)

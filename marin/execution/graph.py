@@ -65,7 +65,7 @@ class StepGraph:
 
     @classmethod
     def build(cls, steps: Sequence[ExecutorStep], prefix: str) -> StepGraph:
-        _check_steps(steps)
+        check_steps(steps)
         order, deps_of = _ordered_with_dependencies(steps)
         node_by_step: dict[int, StepNode] = {}
         node_by_key: dict[str, StepNode] = {}
@@ -141,7 +141,7 @@ def dependencies_of(step: ExecutorStep) -> list[ExecutorStep]:
     return list(deps.values())
 
 
-def _check_steps(steps: Sequence[ExecutorStep]) -> None:
+def check_steps(steps: Sequence[ExecutorStep]) -> None:
     for i, step in enumerate(steps):
         if not isinstance(step, ExecutorStep):
             raise TypeError(f"steps[{i}] is a {type(step).__name__}, not an ExecutorStep")

@@ -60,7 +60,14 @@ class _Canonicalizer:
         self._dependency_id = dependency_id
 
     def convert(self, value: Any, path: str, force: bool) -> Any:
-        if value is None or isinstance(value, (bool, str)):
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            return value
+        if kind is float:
+            return _canonical_float(value)
+        if kind is ExecutorStep:
+            return {"$output_of": self._dependency_id(value), "sub": ""}
+        if isinstance(value, (bool, str)):
             return value
         if isinstance(value, int):
             return int(value)
@@ -104,11 +111,11 @@ class _Canonicalizer:
 
     def _dataclass(self, value: Any, path: str, force: bool) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(value):
-            item = getattr(value, f.name)
-            if is_unversioned_field(f) and not isinstance(item, VersionedValue):
+        for name, unversioned in _hashed_fields(type(value)):
+            item = getattr(value, name)
+            if unversioned and not isinstance(item, VersionedValue):
                 continue
-            out[f.name] = self.convert(item, f"{path}.{f.name}", force)
+            out[name] = self.convert(item, f"{path}.{name}", force)
         return out
 
     def _mapping(self, value: Mapping, path: str, force: bool) -> Any:
@@ -119,6 +126,18 @@ class _Canonicalizer:
             key = _canonical_key(k, path)
             items.append([key, self.convert(v, f"{path}[{k!r}]", force)])
         return {"$items": sorted(items, key=lambda kv: canonical_json(kv[0]))}
+
+
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _hashed_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """A dataclass's field names, each with whether it is unversioned; cached per class."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = tuple((f.name, is_unversioned_field(f))
+                                      for f in dataclasses.fields(cls))
+    return fields
 
 
 def _canonical_float(value: float) -> Any:

@@ -15,18 +15,25 @@ lies more than ``ttl`` in the future (clock skew or a hand edit). Whoever swaps 
 owns it; the old holder's next renewal fails, and a holder that lost its lease never
 commits. Renewing ten times per ttl lets a step hold the GIL in one long C call for up to
 nine tenths of the ttl before it risks a take-over.
+
+Design note: the heartbeat starts lazily. ``start_heartbeat`` only books the first renewal,
+due one tenth of the ttl later, with one scheduler thread per process; the lease's own
+renewal thread starts when that time comes. The renewals happen when they always did, but a
+step that finishes sooner (most steps of a large sweep) never starts a thread.
 """
 
 from __future__ import annotations
 
 import functools
+import heapq
+import itertools
 import json
 import math
 import os
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from marin.storage import Storage
@@ -45,7 +52,7 @@ class LeaseRecord:
     boot_id: str = ""
 
     def encode(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> LeaseRecord | None:
@@ -81,13 +88,20 @@ class LeaseRecord:
         """True only when the holder ran on this very boot of this machine and its process
         no longer exists; False whenever that cannot be known."""
         return (bool(self.boot_id) and self.boot_id == boot_id()
-                and self.host == socket.gethostname() and self.pid != os.getpid()
+                and self.host == host_name() and self.pid != os.getpid()
                 and not _process_exists(self.pid))
 
     def describe(self) -> str:
         age = time.time() - self.renewed_at
         when = f"{age:.0f}s ago" if age >= 0 else f"{-age:.0f}s in the future"
         return f"{self.owner} on {self.host} (pid {self.pid}), renewed {when}"
+
+
+@functools.lru_cache(maxsize=1)
+def host_name() -> str:
+    """This machine's host name, read once per process (records are written by the
+    thousand)."""
+    return socket.gethostname()
 
 
 @functools.lru_cache(maxsize=1)
@@ -184,15 +198,17 @@ class Lease:
             return True
 
     def start_heartbeat(self) -> None:
-        self._thread = threading.Thread(target=self._beat, name=f"lease:{self.path}",
-                                        daemon=True)
-        self._thread.start()
+        """Renew every ttl/10 from now on, in a thread started when the first renewal is
+        due."""
+        _SCHEDULER.book(self, time.monotonic() + self.ttl / HEARTBEATS_PER_TTL)
 
     def release(self) -> None:
         """Stop renewing and delete the lease if it is still ours."""
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self.ttl)
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=self.ttl)
         with self._lock:
             if self._token is not None and not self._lost.is_set():
                 try:
@@ -201,15 +217,64 @@ class Lease:
                     self._token = None
             self._lost.set()  # a released lease can never write SUCCESS
 
+    def _start_beating(self) -> None:
+        """Called when the first renewal is due: start the renewal thread, unless the lease
+        was released or lost in the meantime."""
+        with self._lock:
+            if self._stop.is_set() or self._lost.is_set() or self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._beat, name=f"lease:{self.path}",
+                                            daemon=True)
+            self._thread.start()
+
     def _beat(self) -> None:
         interval = self.ttl / HEARTBEATS_PER_TTL
-        while not self._stop.wait(interval):
+        while True:  # the first renewal is due on entry
             try:
                 if not self.renew():
                     return
             except OSError:
-                continue  # a transient storage error; the next beat retries
+                pass  # a transient storage error; the next beat retries
+            if self._stop.wait(interval):
+                return
 
     def _record(self) -> bytes:
-        return LeaseRecord(self.owner, socket.gethostname(), os.getpid(), time.time(),
+        return LeaseRecord(self.owner, host_name(), os.getpid(), time.time(),
                            self.ttl, self._renewals, boot_id()).encode()
+
+
+class _HeartbeatScheduler:
+    """One daemon thread per process that starts each lease's renewal thread when its first
+    renewal is due. After a fork the child starts its own thread on first use."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()
+        self._due: list[tuple[float, int, Lease]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def book(self, lease: Lease, due: float) -> None:
+        with self._cond:
+            heapq.heappush(self._due, (due, next(self._order), lease))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="lease-heartbeats",
+                                                daemon=True)
+                self._thread.start()
+            elif self._due[0][2] is lease:  # due before all others: wake the thread
+                self._cond.notify()
+
+    def _run(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    cond.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                lease = heapq.heappop(self._due)[2]
+            lease._start_beating()
+
+
+_SCHEDULER = _HeartbeatScheduler()

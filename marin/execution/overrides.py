@@ -14,11 +14,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
-
-import draccus
-import yaml
 
 from marin.execution.config_tree import map_leaves, with_fields
 from marin.execution.graph import dependencies_of, topological_order
@@ -34,17 +31,23 @@ class OverrideError(ValueError):
     """An override names no step or field, or its value does not fit the field's type."""
 
 
-def split_override_args(args: Sequence[str], step_names: Sequence[str]
+def split_override_args(args: Sequence[str],
+                        step_names: Sequence[str] | Callable[[], Sequence[str]]
                         ) -> tuple[dict[str, str], list[str]]:
-    """Separate ``--STEP.field value`` / ``--STEP.field=value`` from the other arguments."""
-    names = sorted(set(step_names), key=len, reverse=True)
+    """Separate ``--STEP.field value`` / ``--STEP.field=value`` from the other arguments.
+
+    ``step_names`` may be a function returning the names: it is called only when an
+    argument looks like an override, so a plain command never walks a large graph."""
+    names: set[str] | None = None
     overrides: dict[str, str] = {}
     rest: list[str] = []
     i = 0
     while i < len(args):
         arg = args[i]
         key = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
-        if key and any(key.startswith(f"{n}.") for n in names):
+        if "." in key and names is None:
+            names = set(step_names() if callable(step_names) else step_names)
+        if "." in key and _names_a_step(key, names or set()):
             if "=" in arg:
                 overrides[key] = arg.split("=", 1)[1]
             elif i + 1 < len(args):
@@ -56,6 +59,16 @@ def split_override_args(args: Sequence[str], step_names: Sequence[str]
             rest.append(arg)
         i += 1
     return overrides, rest
+
+
+def _names_a_step(key: str, names: set[str]) -> bool:
+    """Whether ``key`` is ``<a step name>.<field...>``."""
+    dot = key.find(".")
+    while dot > 0:
+        if key[:dot] in names:
+            return True
+        dot = key.find(".", dot + 1)
+    return False
 
 
 def apply_overrides(steps: Sequence[ExecutorStep], overrides: dict[str, str],
@@ -117,6 +130,8 @@ def _set_field(obj: Any, path: list[str], raw: str, where: str,
         if name not in obj:
             raise OverrideError(f"override {label}: no key {name!r}; keys are: "
                                 f"{', '.join(map(str, obj))}")
+        import yaml
+
         out = dict(obj)
         out[name] = _set_field(obj[name], rest, raw, label, prefix) if rest \
             else yaml.safe_load(raw)
@@ -147,6 +162,9 @@ def _is_under(path: str, prefix: str) -> bool:
 
 
 def _decode(field_type: Any, raw: str, label: str) -> Any:
+    import draccus  # with yaml, only when an override is given
+    import yaml
+
     try:
         return draccus.decode(field_type, yaml.safe_load(raw))
     except Exception as e:

@@ -155,8 +155,10 @@ def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOpti
     statuses = storage.read_many([status_path(n.output_path) for n in nodes])
     entries: list[PlanEntry] = []
     running: list[PlanEntry] = []
+    fingerprints: dict[int, str] = {}  # id(fn): most steps share a few functions
     for node, blob in zip(nodes, statuses, strict=True):
-        entry = _decide_from_status(node, None if blob is None else blob.data, options)
+        entry = _decide_from_status(node, None if blob is None else blob.data, options,
+                                    fingerprints)
         if node not in selected and entry.status is not StepStatus.SUCCESS:
             entry = PlanEntry(node, "skip", f"not selected by {options.flag('run_only')}",
                               entry.status, entry.status_record, warnings=entry.warnings)
@@ -216,7 +218,8 @@ def _check_outputs(entries: list[PlanEntry], storage: Storage) -> None:
                         f"{' ...' if len(names) > 3 else ''} (status SUCCESS, files gone)")
 
 
-def _decide_from_status(node: StepNode, raw: bytes | None, options: PlanOptions) -> PlanEntry:
+def _decide_from_status(node: StepNode, raw: bytes | None, options: PlanOptions,
+                        fingerprints: dict[int, str]) -> PlanEntry:
     if raw is None:
         return PlanEntry(node, "run", "no output yet")
     try:
@@ -229,7 +232,10 @@ def _decide_from_status(node: StepNode, raw: bytes | None, options: PlanOptions)
     status = record.status
     if status is StepStatus.SUCCESS:
         entry = PlanEntry(node, "skip", "already succeeded", status, record)
-        fingerprint = code_fingerprint(node.step.fn)
+        fn = node.step.fn
+        fingerprint = fingerprints.get(id(fn))
+        if fingerprint is None:
+            fingerprint = fingerprints[id(fn)] = code_fingerprint(fn)
         if record.code_fingerprint and record.code_fingerprint != fingerprint:
             entry.warnings.append(
                 f"the code of {getattr(node.step.fn, '__qualname__', 'its function')} changed "

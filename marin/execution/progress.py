@@ -9,12 +9,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported when a run shows progress, not with the executor
+    from rich.console import Console, Group
+    from rich.live import Live
 
-if TYPE_CHECKING:
     from marin.execution.planning import Plan, PlanEntry
     from marin.execution.worker import StepOutcome
 
@@ -156,6 +154,8 @@ class LiveProgress:
         self._eta = FlopEta()
 
     def run_started(self, plan: Plan, pending: int) -> None:
+        from rich.live import Live
+
         self._pending = pending
         self._eta.planned(plan)
         self._live = Live(self._render(), console=self.console, refresh_per_second=4,
@@ -193,6 +193,10 @@ class LiveProgress:
             self._live.update(self._render())
 
     def _render(self) -> Group:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
         now = time.monotonic()
         remaining = self._pending - self._done - self._failed - len(self._running)
         header = Text.assemble(

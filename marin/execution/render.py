@@ -1,42 +1,201 @@
 """Rendering plans and run results for people (rich) and for scripts (JSON).
 
-    print_plan(plan, Console())          # a table: step, action, why, output path
+    print_plan(plan, Console())              # a table, or a summary for large plans
+    print_plan(plan, Console(), show_all=True)   # every step, however many
     print(json.dumps(plan.to_json()))
+
+A plan of more than ``SUMMARY_ABOVE`` steps prints a summary: the counts per action, one
+row per name family (a step's name up to its last ``/``), and the rows that will run, wait
+or failed; skipped rows are folded into counts. Rendering ten thousand table rows costs
+seconds and shows nothing one can read; the summary costs milliseconds.
 """
 
 from __future__ import annotations
 
-from rich.console import Console
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 from rich.text import Text
 
-from marin.execution.executor import RunResult
-from marin.execution.planning import Plan
+from marin.execution.planning import Plan, PlanEntry
+from marin.execution.status import StepStatus
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from marin.execution.executor import RunResult
 
 _ACTION_STYLE = {"run": "bold yellow", "skip": "green", "wait": "cyan"}
 
+#: Plans with more steps than this print a summary (``--all`` prints every row).
+SUMMARY_ABOVE = 50
+#: Steps that will run, wait or failed, listed one per row in a summary; more are counted.
+SUMMARY_ROWS = 100
+#: Name families listed in a summary; the others share one row.
+SUMMARY_FAMILIES = 30
+#: The family of a step whose name has no ``/``.
+TOP_LEVEL = "(top level)"
 
-def print_plan(plan: Plan, console: Console, show_skipped: bool = True) -> None:
-    table = Table(title=f"dry run: {plan.prefix}", title_justify="left", expand=False)
-    table.add_column("step", overflow="fold")
-    table.add_column("action")
-    table.add_column("why", overflow="fold")
-    table.add_column("output", overflow="fold", style="dim")
+
+def print_plan(plan: Plan, console: Console, show_skipped: bool = True,
+               show_all: bool = False) -> None:
+    """The whole table for small plans or with ``show_all``; a summary otherwise."""
+    if show_all or len(plan.entries) <= SUMMARY_ABOVE:
+        _print_table(plan, console, show_skipped)
+    else:
+        print_summary(plan, console)
+
+
+def _print_table(plan: Plan, console: Console, show_skipped: bool) -> None:
+    table = _entry_table(f"dry run: {plan.prefix}")
     shown = 0
     for entry in plan.entries:
         if not show_skipped and entry.action == "skip":
             continue
         shown += 1
-        why = Text(entry.reason)
-        for change in entry.changed_fields[3:]:
-            why.append(f"\n  {change}", style="dim")
-        for warning in entry.warnings:
-            why.append(f"\n  warning: {warning}", style="red")
-        table.add_row(entry.name, Text(entry.action, style=_ACTION_STYLE[entry.action]), why,
-                      entry.output_path)
+        _add_entry(table, entry)
     if shown:
         console.print(table)
     console.print(_totals_line(plan))
+
+
+def _entry_table(title: str) -> Table:
+    table = Table(title=title, title_justify="left", expand=False)
+    table.add_column("step", overflow="fold")
+    table.add_column("action")
+    table.add_column("why", overflow="fold")
+    table.add_column("output", overflow="fold", style="dim")
+    return table
+
+
+def _add_entry(table: Table, entry: PlanEntry) -> None:
+    why = Text(entry.reason)
+    for change in entry.changed_fields[3:]:
+        why.append(f"\n  {change}", style="dim")
+    for warning in entry.warnings:
+        why.append(f"\n  warning: {warning}", style="red")
+    table.add_row(entry.name, Text(entry.action, style=_ACTION_STYLE[entry.action]), why,
+                  entry.output_path)
+
+
+@dataclass
+class FamilyCounts:
+    """Steps of one name family, by action; ``failed`` counts steps whose last status is
+    FAILED (retried or not)."""
+
+    family: str
+    steps: int = 0
+    actions: dict[str, int] = field(default_factory=lambda: {"run": 0, "skip": 0, "wait": 0})
+    failed: int = 0
+
+
+@dataclass
+class PlanSummary:
+    """What a summary shows, computed in one pass over the plan."""
+
+    families: list[FamilyCounts]
+    listed: list[PlanEntry]
+    """Steps that will run or wait, and refused failures, in plan order (at most ``rows``)."""
+    unlisted: int
+    """Such steps beyond the first ``rows``."""
+    folded: int
+    """Skipped steps, shown only as counts."""
+    folded_warnings: list[str]
+    """Warnings of folded steps, prefixed by the step's name."""
+
+
+def family_of(name: str) -> str:
+    """A step's name up to its last ``/`` (``TOP_LEVEL`` when it has none)."""
+    head, slash, _ = name.rpartition("/")
+    return head if slash else TOP_LEVEL
+
+
+def is_listed(entry: PlanEntry) -> bool:
+    """Whether a summary lists the step: it will run or wait, or it failed."""
+    return entry.action != "skip" or entry.refused_failure
+
+
+def summarize(plan: Plan, rows: int = SUMMARY_ROWS) -> PlanSummary:
+    families: dict[str, FamilyCounts] = {}
+    listed: list[PlanEntry] = []
+    unlisted = folded = 0
+    folded_warnings: list[str] = []
+    for entry in plan.entries:
+        name = entry.node.step.name
+        family = family_of(name)
+        counts = families.get(family)
+        if counts is None:
+            counts = families[family] = FamilyCounts(family)
+        counts.steps += 1
+        counts.actions[entry.action] += 1
+        counts.failed += entry.status is StepStatus.FAILED
+        if is_listed(entry):
+            if len(listed) < rows:
+                listed.append(entry)
+            else:
+                unlisted += 1
+        else:
+            folded += 1
+            folded_warnings.extend(f"{name}: {w}" for w in entry.warnings)
+    return PlanSummary(list(families.values()), listed, unlisted, folded, folded_warnings)
+
+
+def print_summary(plan: Plan, console: Console, rows: int = SUMMARY_ROWS,
+                  max_families: int = SUMMARY_FAMILIES) -> None:
+    summary = summarize(plan, rows)
+    console.print(Text.assemble((f"dry run: {plan.prefix}", "bold"),
+                                f": {len(plan.entries)} steps, summarized "
+                                "(--all prints every step, --json every field)"),
+                  soft_wrap=True)
+    console.print(_family_table(summary.families, max_families))
+    if summary.listed:
+        table = _entry_table("steps that will run, wait or failed")
+        for entry in summary.listed:
+            _add_entry(table, entry)
+        console.print(table)
+    if summary.unlisted:
+        console.print(f"... and {summary.unlisted} more steps that will run, wait or failed "
+                      "(--all lists them)", highlight=False)
+    if summary.folded:
+        console.print(Text.assemble((f"{summary.folded} skipped steps", "green"),
+                                    " folded (already succeeded; --all lists them)"))
+    if summary.folded_warnings:
+        first = summary.folded_warnings[0]
+        more = len(summary.folded_warnings) - 1
+        console.print(Text.assemble(("warning: ", "red"), first,
+                                    f" (+{more} more warnings; --all shows them)"
+                                    if more else ""), soft_wrap=True)
+    console.print(_totals_line(plan))
+
+
+def _family_table(families: list[FamilyCounts], max_families: int) -> Table:
+    table = Table(title="steps by name family", title_justify="left", expand=False)
+    table.add_column("family", overflow="fold")
+    for column in ("steps", "run", "skip", "wait", "failed"):
+        table.add_column(column, justify="right")
+    shown = families if len(families) <= max_families else families[: max_families - 1]
+    for counts in shown:
+        _add_family(table, counts.family, counts)
+    rest = families[len(shown):]
+    if rest:
+        merged = FamilyCounts(f"({len(rest)} more families)")
+        for counts in rest:
+            merged.steps += counts.steps
+            merged.failed += counts.failed
+            for action, n in counts.actions.items():
+                merged.actions[action] += n
+        _add_family(table, merged.family, merged)
+    return table
+
+
+def _add_family(table: Table, label: str, counts: FamilyCounts) -> None:
+    a = counts.actions
+    table.add_row(label, str(counts.steps),
+                  Text(str(a["run"]), style=_ACTION_STYLE["run"] if a["run"] else ""),
+                  Text(str(a["skip"]), style=_ACTION_STYLE["skip"] if a["skip"] else ""),
+                  Text(str(a["wait"]), style=_ACTION_STYLE["wait"] if a["wait"] else ""),
+                  Text(str(counts.failed), style="red" if counts.failed else ""))
 
 
 def _totals_line(plan: Plan) -> Text:

@@ -17,13 +17,13 @@ import hashlib
 import inspect
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+from marin.execution.lease import host_name
 from marin.execution.step import join_path
 
 STATUS_FILE = ".executor_status"
@@ -62,14 +62,15 @@ class StatusRecord:
                                                            other.time)
 
     def encode(self) -> bytes:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # asdict deep-copies
         data["status"] = self.status.value
         return json.dumps(data, indent=1).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> StatusRecord:
         try:
-            data = json.loads(raw)
+            # Decoding first spares json.loads its encoding detection on bytes.
+            data = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
             return cls(
                 status=StepStatus(data["status"]),
                 run_id=str(data.get("run_id", "")),
@@ -89,7 +90,7 @@ class StatusRecord:
             error: str | None = None, traceback: str | None = None,
             outputs: list[str] | None = None) -> StatusRecord:
         return cls(status, run_id, time.time(), code_fingerprint, error, traceback,
-                   socket.gethostname(), os.getpid(), outputs)
+                   host_name(), os.getpid(), outputs)
 
 
 def _names(value: Any) -> list[str] | None:

@@ -5,8 +5,8 @@ thread, a process or a Ray worker.
 
 The protocol, the same for every runner and every storage backend:
 
-1. while the status is not SUCCESS, try to take the lease (free, stale, or held by a dead
-   process on this machine); if another executor holds it, wait and poll;
+1. take the lease (free, stale, or held by a dead process on this machine); while another
+   executor holds it, wait, polling the status in case that executor settles the step;
 2. with the lease, read the status again (another executor may have just finished), write
    ``.executor_info`` and RUNNING, start the heartbeat;
 3. run ``fn(config)``: the config's own output path points at this attempt's folder,
@@ -42,7 +42,7 @@ from marin.execution.status import (
     lease_path,
     status_path,
 )
-from marin.storage import Storage, get_storage, scheme_of
+from marin.storage import Blob, Storage, get_storage, scheme_of
 
 OutcomeState = Literal["succeeded", "reused", "failed", "lost_lease", "cancelled"]
 
@@ -124,9 +124,12 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
     item = _Active(job, lease, storage)
     active.add(item)
     try:
-        done = _finished_elsewhere(job, storage)
+        blob = storage.read(status_path(job.output_path))
+        done = _finished_elsewhere(job, blob)
         if done is not None:
             return done
+        # No status and a lease created afresh: no earlier attempt can have left a folder.
+        fresh = blob is None and lease.took_over_from is None
         storage.write(info_path(job.output_path), encode_info(job.info))
         _write_status(item, StepStatus.RUNNING)
         lease.start_heartbeat()
@@ -152,7 +155,8 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
             return StepOutcome(job.key, "failed", time.monotonic() - started, misdirected)
         outputs = storage.move_tree(attempt, job.output_path)
         _write_status(item, StepStatus.SUCCESS, outputs=outputs)
-        storage.delete_tree(attempts_folder(job.output_path))
+        if outputs or not fresh or job.resume or storage.has_folders:
+            storage.delete_tree(attempts_folder(job.output_path))
         notes = [] if outputs else [f"wrote no files under {job.output_path}"]
         if lease.took_over_from is not None:
             notes.append(takeover_note(lease.took_over_from, lease.took_over_reason))
@@ -238,10 +242,12 @@ def _acquire_or_finish(job: StepJob, storage: Storage, lease: Lease,
                        active: ActiveSteps) -> StepOutcome | None:
     """Take the lease (None), or the outcome when another executor settles the step first."""
     started = time.monotonic()
+    if not active.cancelled.is_set() and lease.try_acquire():
+        return None  # the status is read again under the lease; no read before is needed
     while True:
         if active.cancelled.is_set():
             return StepOutcome(job.key, "cancelled")
-        done = _finished_elsewhere(job, storage)
+        done = _finished_elsewhere(job, storage.read(status_path(job.output_path)))
         if done is not None:
             return done
         if lease.try_acquire():
@@ -249,8 +255,8 @@ def _acquire_or_finish(job: StepJob, storage: Storage, lease: Lease,
         time.sleep(min(job.poll_interval, max(0.05, time.monotonic() - started)))
 
 
-def _finished_elsewhere(job: StepJob, storage: Storage) -> StepOutcome | None:
-    blob = storage.read(status_path(job.output_path))
+def _finished_elsewhere(job: StepJob, blob: Blob | None) -> StepOutcome | None:
+    """The outcome when the status ``blob`` shows the step settled by another executor."""
     if blob is None:
         return None
     try:

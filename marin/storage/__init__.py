@@ -37,6 +37,8 @@ class UnknownSchemeError(StorageError):
 
 
 def scheme_of(url: str) -> str:
+    if ":" not in url.partition("/")[0]:
+        return "file"  # a plain path: no scheme to parse
     scheme = urlparse(url).scheme
     return scheme if len(scheme) > 1 else "file"  # "C:" style drive letters are local
 

@@ -1,15 +1,15 @@
 """A base for object stores reached through an fsspec async filesystem (gcsfs, s3fs):
 single operations run on the filesystem's event loop; ``read_many`` gathers many reads at
-once instead of paying one round trip after another."""
+once instead of paying one round trip after another.
+
+asyncio and fsspec are imported when a remote store is first used, not with
+``marin.storage``: a local dry run never needs them."""
 
 from __future__ import annotations
 
 import abc
-import asyncio
 from collections.abc import Sequence
 from typing import Any
-
-from fsspec.asyn import sync
 
 from marin.storage.base import Blob, Storage, StorageError
 
@@ -49,6 +49,7 @@ class AsyncObjectStorage(Storage):
     """Subclasses provide ``fs`` (an fsspec AsyncFileSystem) and ``_read_async``."""
 
     read_concurrency = 64
+    has_folders = False
 
     @property
     @abc.abstractmethod
@@ -63,6 +64,8 @@ class AsyncObjectStorage(Storage):
         except BaseException:
             coro.close()
             raise
+        from fsspec.asyn import sync
+
         return sync(loop, lambda: coro)
 
     def read(self, path: str) -> Blob | None:
@@ -70,6 +73,8 @@ class AsyncObjectStorage(Storage):
 
     def read_many(self, paths: Sequence[str]) -> list[Blob | None]:
         async def gather() -> list[Blob | None]:
+            import asyncio
+
             limit = asyncio.Semaphore(self.read_concurrency)
 
             async def one(path: str) -> Blob | None:
@@ -85,6 +90,8 @@ class AsyncObjectStorage(Storage):
 
     def exists_many(self, paths: Sequence[str]) -> list[bool]:
         async def gather() -> list[bool]:
+            import asyncio
+
             limit = asyncio.Semaphore(self.read_concurrency)
 
             async def one(path: str) -> bool:

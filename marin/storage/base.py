@@ -38,6 +38,9 @@ class Storage(abc.ABC):
 
     #: How many reads ``read_many`` keeps in flight.
     read_concurrency: int = 32
+    #: Whether empty folders exist on their own (local disks). Object stores have none: a
+    #: folder that no object was ever written under needs no deleting.
+    has_folders: bool = True
 
     @abc.abstractmethod
     def read(self, path: str) -> Blob | None:

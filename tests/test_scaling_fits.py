@@ -22,7 +22,7 @@ from marin.scaling_laws.isoflop_analysis import (
     fit_budget,
     fit_isoflops,
 )
-from marin.scaling_laws.parametric import fit_parametric_loss
+from marin.scaling_laws.parametric import _objective, fit_parametric_loss
 from marin.scaling_laws.plots import write_isoflop_plots, write_scaling_plots
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
 from tests.conftest import ROOT
@@ -78,6 +78,51 @@ def test_predict_optimal_obeys_c_equals_6nd_and_names_the_nearest_candidate(chin
     exponent = math.log(bigger.params / best.params) / math.log(100)
     f = chinchilla_fit
     assert exponent == pytest.approx(f.beta / (f.alpha + f.beta))
+
+
+def test_vectorised_bootstrap_matches_one_scipy_fit_per_resample():
+    """The batched refit of every resample against the straightforward loop: one L-BFGS-B
+    run per resample from the point fit, on an objective written out independently."""
+    from scipy.optimize import minimize
+    from scipy.special import huber, logsumexp
+
+    runs = synthetic_runs(noise=0.01, seed=2)
+    n, d, loss = (np.log([getattr(r, k) for r in runs]) for k in ("params", "tokens", "loss"))
+    fit = fit_parametric_loss(np.exp(n), np.exp(d), np.exp(loss), bootstrap=30, seed=5)
+
+    def objective(theta, i):  # theta = (log A, log B, log E, alpha, beta)
+        a, b, e, alpha, beta = theta
+        lse = logsumexp([a - alpha * n[i], b - beta * d[i], np.full(len(i), e)], axis=0)
+        return huber(1e-3, lse - loss[i]).sum()
+
+    def gradient(theta, i):
+        return _objective(theta, n[i], d[i], loss[i])[1]
+
+    start = np.array([math.log(fit.A), math.log(fit.B), math.log(fit.E), fit.alpha, fit.beta])
+    every = np.arange(len(n))
+    numeric = [(objective(start + 1e-6 * u, every) - objective(start - 1e-6 * u, every)) / 2e-6
+               for u in np.eye(5)]
+    assert gradient(start + 0.01, every) == pytest.approx(
+        [(objective(start + 0.01 + 1e-6 * u, every) - objective(start + 0.01 - 1e-6 * u, every))
+         / 2e-6 for u in np.eye(5)], rel=1e-4)
+    assert np.abs(numeric).max() < 1e-6  # the point fit is a minimum
+    resamples = np.random.default_rng(5).integers(0, len(n), (30, len(n)))
+    reference, reference_values = [], []
+    for i in resamples:
+        result = minimize(objective, start, args=(i,), jac=gradient, method="L-BFGS-B",
+                          options={"maxiter": 1000, "gtol": 1e-10, "ftol": 1e-15})
+        x = result.x
+        reference.append([math.exp(x[2]), math.exp(x[0]), math.exp(x[1]), x[3], x[4]])
+        reference_values.append(result.fun)
+    reference = np.array(reference)
+    samples = fit.bootstrap_samples
+    spread = reference.std(axis=0, ddof=1)
+    assert np.all(np.abs(samples - reference).max(axis=0) < 0.05 * spread)
+    for k, name in enumerate(("E", "A", "B", "alpha", "beta")):
+        assert fit.standard_errors[name] == pytest.approx(spread[k], rel=0.02), name
+    for x, i, value in zip(samples, resamples, reference_values, strict=True):
+        theta = np.array([math.log(x[1]), math.log(x[2]), math.log(x[0]), x[3], x[4]])
+        assert objective(theta, i) <= value * (1 + 1e-6)  # as low as the reference's minimum
 
 
 def synthetic_runs(budgets=(1e18, 3e18, 1e19, 3e19), noise: float = 0.0, seed: int = 0

@@ -274,3 +274,84 @@ def test_the_loader_is_deterministic_resumable_and_reads_the_right_tokens(corpus
         step, batch = next(iterator)
         assert step == expected_step and np.array_equal(batch, a.batch(step))
     assert batch.shape == (4, 256) and batch.dtype == np.int32
+
+
+def _in_a_thread(fn):
+    """Run ``fn`` in a second thread, as the executor's runner does; returns or raises."""
+    import threading
+
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as e:
+            out["error"] = e
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+@pytest.mark.slow
+def test_inside_an_executor_thread_a_process_the_step_owns_forks_the_workers(corpus: Path,
+                                                                             tmp_path: Path):
+    from marin.processing.tokenize import pool
+
+    assert _in_a_thread(pool.choose_route) == "subprocess"
+    pattern = str(corpus / "*.txt")
+    threaded = tmp_path / "threaded"
+    _in_a_thread(lambda: tokenize(TokenizeConfig(train_paths=(pattern,),
+                                                 cache_path=str(threaded), num_processes=2)))
+    single = tmp_path / "single"
+    tokenize(TokenizeConfig(train_paths=(pattern,), cache_path=str(single), num_processes=1))
+    shards = sorted(p.name for p in (single / "train").iterdir())
+    assert shards == sorted(p.name for p in (threaded / "train").iterdir()) and shards
+    for name in shards:
+        assert (threaded / "train" / name).read_bytes() == (single / "train" / name).read_bytes()
+    ledger = json.loads((threaded / "ledger.json").read_text())
+    assert ledger["complete"] and len(ledger["splits"]["train"]) == len(shards) // 2
+
+
+WORKER_IMPORTS = """
+import json, sys
+from marin.processing.tokenize.pool import _serve
+_serve(2)
+print(json.dumps({"jax": "jax" in sys.modules}))
+"""
+
+
+@pytest.mark.slow
+def test_the_owned_process_reports_each_shard_and_never_imports_jax(corpus: Path,
+                                                                    tmp_path: Path):
+    from marin.processing.tokenize.shard import ShardJob
+
+    jobs = [ShardJob("train", i, str(p), str(tmp_path / "cache"), "gpt2", "text", 64)
+            for i, p in enumerate(sorted(corpus.glob("*.txt"))[:3])]
+    out = subprocess.run([sys.executable, "-c", WORKER_IMPORTS], input=json.dumps(
+        [j.__dict__ for j in jobs]), capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert lines[-1] == {"jax": False}
+    assert sorted(m["index"] for m in lines[:-1]) == [0, 1, 2]
+    texts = [Path(j.path).read_text() for j in jobs]
+    for message in lines[:-1]:
+        assert message["result"]["tokens"] == _tiktoken_count([texts[message["index"]]]) + 1
+
+
+@pytest.mark.slow
+def test_a_workers_error_inside_an_executor_thread_is_raised_with_its_message(tmp_path: Path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"part-{i}.jsonl").write_text(json.dumps({"text": "fine"}) + "\n")
+    (folder / "part-1.jsonl").write_text(json.dumps({"body": "no text field"}) + "\n")
+    config = TokenizeConfig(train_paths=(str(folder / "*.jsonl"),),
+                            cache_path=str(tmp_path / "cache"), num_processes=2)
+    with pytest.raises(InputError, match=r"part-1\.jsonl, line 1: no string field 'text'"):
+        _in_a_thread(lambda: tokenize(config))
+    ledger = tmp_path / "cache" / "ledger.json"  # written once a first shard is recorded
+    assert not ledger.exists() or not json.loads(ledger.read_text())["complete"]

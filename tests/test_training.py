@@ -9,11 +9,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import equinox as eqx
 import jax
+import numpy as np
 import pytest
 
 from marin.models import TransformerConfig
@@ -103,35 +103,68 @@ def test_validation_loss_clearly_falls_on_real_text(cache: Path, tmp_path: Path,
 
 
 RESUME_SCRIPT = """
-import sys
+import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from tests.test_training import tiny_config
 from marin.training import train_lm
-train_lm(tiny_config(Path({cache!r}), Path({out!r}), train_steps=300, eval_every=0,
+from marin.training.checkpoint import Checkpoints
+original = Checkpoints.save
+def save_then_die(self, step, state, meta):
+    original(self, step, state, meta)
+    if step == 30:  # the save is under way in the background: the run dies mid-write
+        os.kill(os.getpid(), signal.SIGKILL)
+Checkpoints.save = save_then_die
+train_lm(tiny_config(Path({cache!r}), Path({out!r}), train_steps=120, eval_every=0,
                      checkpoint_every=10))
 """
 
 
-def test_resume_after_kill_equals_an_uninterrupted_run(cache: Path, tmp_path: Path):
+def test_a_run_killed_during_an_async_save_resumes_from_the_last_complete_one(cache: Path,
+                                                                            tmp_path: Path):
+    from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
+    from marin.training.checkpoint import Checkpoints
+
     killed = tmp_path / "killed"
     script = RESUME_SCRIPT.format(root=str(ROOT), cache=str(cache), out=str(killed))
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not complete_checkpoints(str(killed / "checkpoints")):
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not (killed / "summary.json").exists(), "the run finished before it was killed"
-    step = complete_checkpoints(str(killed / "checkpoints"))[-1][0]
-    assert 0 < step < 300
-    config = tiny_config(cache, killed, train_steps=300, eval_every=0, checkpoint_every=10)
-    train_lm(config)  # resumes from the checkpoint
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-3000:]
+    assert not (killed / "summary.json").exists()
+    folders = sorted(p.name for p in (killed / "checkpoints").iterdir())
+    assert any(name.startswith("step_00000030") and "tmp" in name for name in folders), folders
+    assert [s for s, _ in complete_checkpoints(str(killed / "checkpoints"))] == [10, 20]
+    config = tiny_config(cache, killed, train_steps=120, eval_every=0, checkpoint_every=10)
+    # The data position is restored exactly: the checkpoint's position, and the batches a
+    # loader gives from it, are those of an uninterrupted run at that step.
+    like = Checkpoints(str(killed / "checkpoints"))
+    _, meta = like.restore(20, like=_initial_state(config))
+    data = TokenCacheDataset(config.cache_path, config.model.seq_len)
+    resumed = DataLoader(data, config.batch_size, seed=config.seed, start_step=meta["data_step"])
+    straight = DataLoader(data, config.batch_size, seed=config.seed)
+    assert meta["data_step"] == 20
+    batches = iter(resumed)
+    for step in (20, 21):
+        at, batch = next(batches)
+        assert at == step
+        np.testing.assert_array_equal(batch, straight.batch(step))
+    batches.close()
+    train_lm(config)  # resumes from step 20, the last complete checkpoint
     train_lm(dataclasses.replace(config, output_path=str(tmp_path / "straight")))
-    resumed, straight = _losses(killed), _losses(tmp_path / "straight")
-    assert [s for s, _ in resumed] == list(range(1, 301))
-    assert [loss for _, loss in resumed] == pytest.approx([loss for _, loss in straight],
-                                                          rel=1e-6)
+    resumed_losses, straight_losses = _losses(killed), _losses(tmp_path / "straight")
+    assert [s for s, _ in resumed_losses] == list(range(1, 121))
+    assert [loss for _, loss in resumed_losses] == pytest.approx(
+        [loss for _, loss in straight_losses], rel=1e-6)
+    assert [s for s, _ in complete_checkpoints(str(killed / "checkpoints"))] == [110, 120]
+
+
+def _initial_state(config: TrainLmConfig):
+    from marin.training.optimizer import build_optimizer
+
+    model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
+    params = eqx.filter(model, eqx.is_inexact_array)
+    tx, _ = build_optimizer(config.optimizer, config.train_steps, params)
+    return model, tx.init(params)
 
 
 def _losses(run: Path) -> list[tuple[int, float]]:

@@ -13,6 +13,14 @@ from a grid of starting points (alpha, beta in 0..2 by 0.5; e in -1..1.5 by 0.5;
 L-BFGS starts from the best ``starts`` of them (all of them with ``starts=None``): the
 minima found agree, at a fraction of the time. Standard errors come from refitting on
 bootstrap resamples of the runs, each started from the full-data optimum.
+
+Design note: the L-BFGS runs are vectorised. All starts, and then all resamples (each a row
+of counts weighting the runs), are minimised together by one batched L-BFGS in numpy, so
+each iteration is a few array operations over every fit still running. The resamples start
+from the point fit with its inverse Hessian as their initial curvature, which cuts their
+iterations about fivefold; 4,000 resamples of 240 runs take a few seconds where one scipy
+L-BFGS-B call per resample took over 20 s, and they land on the same minima (a test
+compares them on a small case; ``bench/bench_scaling.py`` on Chinchilla).
 """
 
 from __future__ import annotations
@@ -137,24 +145,149 @@ def _best_fit(log_n, log_d, log_l, starts: int | None) -> tuple[np.ndarray, floa
     if starts is not None and starts < len(grid):
         scores = _grid_objectives(grid, log_n, log_d, log_l)
         grid = grid[np.argsort(scores)[:starts]]
-    best_x, best_f = None, math.inf
-    for start in grid:
-        result = _lbfgs(start, log_n, log_d, log_l)
-        if result.fun < best_f:
-            best_x, best_f = result.x, float(result.fun)
-    assert best_x is not None
-    return best_x, best_f
+    found, values = _batched_lbfgs(
+        grid, lambda x, rows: _batched_objective(x, log_n, log_d, log_l, None))
+    best = int(np.nanargmin(values))
+    return found[best], float(values[best])
+
+
+def _resample_weights(n: int, count: int, seed: int) -> np.ndarray:
+    """Each bootstrap resample (n runs drawn with replacement) as counts per run (count, n)."""
+    idx = np.random.default_rng(seed).integers(0, n, (count, n))
+    flat = (idx + n * np.arange(count)[:, None]).ravel()
+    return np.bincount(flat, minlength=count * n).reshape(count, n).astype(float)
 
 
 def _bootstrap(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray, log_l: np.ndarray,
                count: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    n = len(log_n)
-    out = np.empty((count, len(theta)))
-    for i in range(count):
-        idx = rng.integers(0, n, n)
-        out[i] = _lbfgs(theta, log_n[idx], log_d[idx], log_l[idx]).x
+    """Refit every resample at once, each started from the full-data optimum ``theta``."""
+    weights = _resample_weights(len(log_n), count, seed)
+    out, _ = _batched_lbfgs(
+        np.tile(theta, (count, 1)),
+        lambda x, rows: _batched_objective(x, log_n, log_d, log_l, weights[rows]),
+        h0=_inverse_hessian(theta, log_n, log_d, log_l))
     return out
+
+
+def _batched_objective(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray,
+                       log_l: np.ndarray, weights: np.ndarray | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """``_objective`` of many fits at once: theta (k, 5), each row weighting the runs by its
+    row of ``weights`` (k, n) (a bootstrap resample's counts), or all by one (None)."""
+    a, b, e, alpha, beta = (theta[:, i:i + 1] for i in range(5))
+    t_n = a - alpha * log_n
+    t_d = b - beta * log_d
+    top = np.maximum(np.maximum(t_n, t_d), e)
+    w_n, w_d, w_e = np.exp(t_n - top), np.exp(t_d - top), np.exp(e - top)
+    total = w_n + w_d + w_e
+    r = top + np.log(total) - log_l
+    abs_r = np.abs(r)
+    small = abs_r <= HUBER_DELTA
+    huber = np.where(small, 0.5 * r * r, HUBER_DELTA * (abs_r - 0.5 * HUBER_DELTA))
+    dr = np.where(small, r, HUBER_DELTA * np.sign(r)) / total
+    if weights is not None:
+        huber *= weights
+        dr *= weights
+    g_n, g_d = dr * w_n, dr * w_d
+    grad = np.column_stack([g_n.sum(1), g_d.sum(1), (dr * w_e).sum(1), -(g_n @ log_n),
+                            -(g_d @ log_d)])
+    return huber.sum(1), grad
+
+
+def _batched_lbfgs(x: np.ndarray, fun, memory: int = 10, max_iter: int = 1000,
+                   gtol: float = 1e-10, ftol: float = 1e-15, h0: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Minimise k independent problems at once by L-BFGS; ``fun(x, rows)`` returns the
+    objectives (k',) and gradients (k', p) of problems ``rows`` at points x (k', p).
+
+    Design note: every array operation covers all problems still running, so the cost per
+    iteration is a few numpy calls whatever k is; a problem leaves the batch when it meets
+    scipy's L-BFGS-B stopping rules (gradient below ``gtol``, relative decrease below
+    ``ftol``) or its line search can make no progress. The line search backtracks from the
+    full quasi-Newton step (quadratic interpolation, Armijo condition); curvature pairs with
+    s.y <= 0 are skipped, which keeps the inverse Hessian positive definite.
+    """
+    x = np.array(x, dtype=float)
+    k, p = x.shape
+    f, g = fun(x, np.arange(k))
+    s_mem, y_mem = np.zeros((k, memory, p)), np.zeros((k, memory, p))
+    rho = np.zeros((k, memory))
+    gamma = np.zeros(k)  # 0: no curvature yet, first step of unit length along -g
+    active = np.flatnonzero(np.abs(g).max(1) > gtol)
+    for _ in range(max_iter):
+        if not active.size:
+            break
+        ga = g[active]
+        d = -_two_loop(ga, s_mem[active], y_mem[active], rho[active], gamma[active], h0)
+        slope = np.einsum("ij,ij->i", d, ga)
+        uphill = slope >= 0
+        if uphill.any():
+            d[uphill] = -ga[uphill]
+            slope[uphill] = -np.einsum("ij,ij->i", ga[uphill], ga[uphill])
+        step = np.where((gamma[active] > 0) | (h0 is not None), 1.0,
+                        1.0 / np.linalg.norm(d, axis=1))
+        new_x, new_f, new_g = x[active].copy(), f[active].copy(), ga.copy()
+        moved = np.zeros(len(active), bool)
+        todo = np.arange(len(active))
+        for _ in range(30):
+            rows = active[todo]
+            trial = x[rows] + step[todo, None] * d[todo]
+            ft, gt = fun(trial, rows)
+            ok = ft <= f[rows] + 1e-4 * step[todo] * slope[todo]
+            done_rows = todo[ok]
+            new_x[done_rows], new_f[done_rows], new_g[done_rows] = trial[ok], ft[ok], gt[ok]
+            moved[done_rows] = True
+            todo, ft = todo[~ok], ft[~ok]
+            if not todo.size:
+                break
+            t = step[todo]
+            excess = ft - f[active[todo]] - slope[todo] * t
+            quadratic = -slope[todo] * t * t / (2 * np.where(excess > 0, excess, np.inf))
+            step[todo] = np.clip(np.nan_to_num(quadratic, nan=0.1 * t), 0.1 * t, 0.5 * t)
+        s, y = new_x - x[active], new_g - ga
+        sy = np.einsum("ij,ij->i", s, y)
+        keep = moved & (sy > 1e-10 * np.linalg.norm(s, axis=1) * np.linalg.norm(y, axis=1))
+        rows = active[keep]
+        s_mem[rows] = np.concatenate([s_mem[rows, 1:], s[keep, None]], axis=1)
+        y_mem[rows] = np.concatenate([y_mem[rows, 1:], y[keep, None]], axis=1)
+        rho[rows] = np.concatenate([rho[rows, 1:], 1 / sy[keep, None]], axis=1)
+        gamma[rows] = sy[keep] / np.einsum("ij,ij->i", y[keep], y[keep])
+        old_f = f[active]
+        x[active], f[active], g[active] = new_x, new_f, new_g
+        scale = np.maximum(np.maximum(np.abs(old_f), np.abs(new_f)), 1.0)
+        finished = (~moved | ((old_f - new_f) <= ftol * scale)
+                    | (np.abs(new_g).max(1) <= gtol))
+        active = active[~finished]
+    return x, f
+
+
+def _inverse_hessian(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray,
+                     log_l: np.ndarray, h: float = 1e-5) -> np.ndarray:
+    """The inverse of the full-data objective's Hessian at ``theta`` (central differences of
+    the gradient), its eigenvalues floored to keep it positive definite: the starting
+    curvature of every resample's fit, whose optimum lies near ``theta``."""
+    points = np.concatenate([theta + h * np.eye(5), theta - h * np.eye(5)])
+    _, grads = _batched_objective(points, log_n, log_d, log_l, None)
+    hessian = (grads[:5] - grads[5:]) / (2 * h)
+    values, vectors = np.linalg.eigh((hessian + hessian.T) / 2)
+    values = np.maximum(values, values.max() * 1e-8)
+    return (vectors / values) @ vectors.T
+
+
+def _two_loop(g: np.ndarray, s: np.ndarray, y: np.ndarray, rho: np.ndarray,
+              gamma: np.ndarray, h0: np.ndarray | None = None) -> np.ndarray:
+    """The L-BFGS product H g for each row; empty memory slots (rho = 0) contribute nothing."""
+    q = g.copy()
+    alphas = np.empty(rho.shape)
+    for i in range(rho.shape[1] - 1, -1, -1):
+        alphas[:, i] = rho[:, i] * np.einsum("ij,ij->i", s[:, i], q)
+        q -= alphas[:, i, None] * y[:, i]
+    scale = np.where(gamma[:, None] > 0, gamma[:, None], 1.0)
+    r = q @ h0 if h0 is not None else scale * q
+    for i in range(rho.shape[1]):
+        beta = rho[:, i] * np.einsum("ij,ij->i", y[:, i], r)
+        r += (alphas[:, i] - beta)[:, None] * s[:, i]
+    return r
 
 
 def fit_parametric_loss(params: Sequence[float], tokens: Sequence[float],

@@ -7,9 +7,10 @@
                  optimizer=OptimizerHyperparameters(...)))
 
 Outputs under the step's path: ``metrics.jsonl`` (per step: loss, learning rate, tokens/s,
-MFU against the hardware preset's peak, step time, gradient norm; eval loss and bits per
-byte at intervals), ``summary.json`` (params, tokens, FLOPs, final train and eval loss: what
-the scaling fits read), ``checkpoints/`` and, when asked, a JAX profile of a step range.
+MFU against the hardware preset's peak, step time, wall-clock time, gradient norm; eval loss
+and bits per byte at intervals), ``summary.json`` (params, tokens, FLOPs, final train and
+eval loss: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
+``marin.training.checkpoint``) and, when asked, a JAX profile of a step range.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from marin.models.transformer import Axes, TransformerLM
 from marin.processing.tokenize.cache import CacheError
 from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
 from marin.scaling_laws.isoflop_analysis import CandidateConfig, OptimizerHyperparameters
-from marin.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from marin.training.checkpoint import Checkpoints, step_folder
 from marin.training.optimizer import build_optimizer
 
 logger = logging.getLogger("marin.training")
@@ -92,6 +93,10 @@ class TrainLmConfig:
         output_path: where metrics, summary and checkpoints go (the step's output).
         eval_every: steps between evaluations (0: only at the end).
         checkpoint_every: steps between checkpoints (0: only at the end).
+        checkpoint_keep: how many of the newest checkpoints to keep.
+        checkpoint_keep_every: also keep every checkpoint whose step is a multiple of this
+            (0: none), for example to study a run's history.
+        async_checkpoints: write checkpoints in the background while training goes on.
         log_every: steps between progress lines when output is not a terminal.
         hardware: preset whose peak FLOP/s is the MFU denominator.
         profile_steps: capture a JAX profile (XPlane) of steps [a, b) into
@@ -111,6 +116,9 @@ class TrainLmConfig:
     output_path: str = this_output_path()
     eval_every: int = unversioned_field(default=0)
     checkpoint_every: int = unversioned_field(default=0)
+    checkpoint_keep: int = unversioned_field(default=2)
+    checkpoint_keep_every: int = unversioned_field(default=0)
+    async_checkpoints: bool = unversioned_field(default=True)
     log_every: int = unversioned_field(default=50)
     hardware: str = unversioned_field(default="cpu")
     profile_steps: tuple[int, int] | None = unversioned_field(default=None)
@@ -186,75 +194,105 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
     tx, schedule = build_optimizer(config.optimizer, config.train_steps, params)
     opt_state = tx.init(params)
     start, metrics = 0, _Metrics(config)
-    ckpt_root = f"{config.output_path.rstrip('/')}/checkpoints"
-    latest = latest_checkpoint(ckpt_root)
-    if latest is not None:
-        (model, opt_state), meta = load_checkpoint(latest, (model, opt_state))
-        start = int(meta["data_step"])
-        metrics.truncate(start)
-        logger.info("resumed from %s at step %d", latest, start)
     sharding = _Sharding(config.batch_size)
     model, opt_state = sharding.place_state((model, opt_state))
-    step_fn = make_train_step(tx, config.optimizer.z_loss_weight, dtype)
-    eval_fn = make_eval_step(dtype)
-    flops_per_step = config.model.training_flops_per_token() * config.batch_size \
-        * config.model.seq_len
-    peak = _peak_flops(config.hardware) * jax.device_count()
-    loader = DataLoader(data, config.batch_size, seed=config.seed, start_step=start)
-    last_loss = math.nan
-    train_iter = iter(loader)
-    progress = _progress_bar(config, start)
-    for step in range(start, config.train_steps):
-        profiling = _maybe_profile(config, step)
-        # A step marker for profile readers (`marin trace summarize`): data wait included.
-        with jax.profiler.StepTraceAnnotation("train", step_num=step):
-            _, batch = next(train_iter)
-            t0 = time.perf_counter()
-            try:
-                model, opt_state, loss, grad_norm = step_fn(model, opt_state,
-                                                            sharding.place_batch(batch))
-            except jax.errors.JaxRuntimeError as e:
-                oom = explain_out_of_memory(e, config.batch_size, sharding.count)
-                if oom is None:
-                    raise
-                raise oom from e
-            loss = float(loss)
-            elapsed = time.perf_counter() - t0
-        if profiling:
-            _stop_profile(config, step)
-        if not math.isfinite(loss):
-            raise TrainingDivergedError(
-                f"the loss became {loss} at step {step}; the last good checkpoint is "
-                f"{latest_checkpoint(ckpt_root) or 'none'} (kept). Lower "
-                f"optimizer.learning_rate (now {config.optimizer.learning_rate:g}) or "
-                "max_grad_norm, or raise warmup_fraction")
-        last_loss = loss
-        record = {"step": step + 1, "loss": loss, "learning_rate": float(schedule(step)),
-                  "grad_norm": float(grad_norm), "step_time": elapsed,
-                  "tokens_per_s": config.batch_size * config.model.seq_len / elapsed,
-                  "mfu": flops_per_step / elapsed / peak}
-        done = step + 1
-        if validation is not None and config.eval_every and done % config.eval_every == 0 \
-                and done < config.train_steps:
-            record.update(_evaluate(eval_fn, model, validation, config))
-        metrics.add(record)
-        progress(done, loss)
-        if config.checkpoint_every and done % config.checkpoint_every == 0 \
-                and done < config.train_steps:
-            metrics.flush()  # first: a complete checkpoint implies its metrics are stored
-            save_checkpoint(ckpt_root, done, (model, opt_state), {"data_step": done})
-    progress(None, None)
-    final: dict[str, Any] = {}
-    if validation is not None:
-        final = _evaluate(eval_fn, model, validation, config)
-        metrics.add({"step": config.train_steps, **final})
-    metrics.flush()
-    save_checkpoint(ckpt_root, config.train_steps, (model, opt_state),
-                    {"data_step": config.train_steps})
+    checkpoints = Checkpoints(f"{config.output_path.rstrip('/')}/checkpoints",
+                              keep_last=config.checkpoint_keep,
+                              keep_every=config.checkpoint_keep_every,
+                              asynchronous=config.async_checkpoints)
+    try:
+        latest = checkpoints.latest_step()
+        if latest is not None:
+            (model, opt_state), meta = checkpoints.restore(latest, (model, opt_state))
+            start = int(meta["data_step"])
+            metrics.truncate(start)
+            logger.info("resumed from %s at step %d", step_folder(checkpoints.root, latest),
+                        start)
+        run = _Run(config, tx, schedule, sharding, metrics, checkpoints, dtype)
+        last_loss, final = run.train(model, opt_state, data, validation, start)
+    finally:
+        checkpoints.close()  # the last save is committed before the step counts as done
     summary = _summary(config, last_loss, final, metrics)
     with fsspec.open(f"{config.output_path.rstrip('/')}/summary.json", "w") as f:
         json.dump(summary, f, indent=1)
     return summary
+
+
+class _Run:
+    """The training loop of one run, with what it needs at hand."""
+
+    def __init__(self, config: TrainLmConfig, tx: Any, schedule: Any, sharding: _Sharding,
+                 metrics: _Metrics, checkpoints: Checkpoints, dtype: Any):
+        self.config, self.schedule, self.sharding = config, schedule, sharding
+        self.metrics, self.checkpoints = metrics, checkpoints
+        self.step_fn = make_train_step(tx, config.optimizer.z_loss_weight, dtype)
+        self.eval_fn = make_eval_step(dtype)
+        self.flops_per_step = config.model.training_flops_per_token() * config.batch_size \
+            * config.model.seq_len
+        self.peak = _peak_flops(config.hardware) * jax.device_count()
+
+    def train(self, model, opt_state, data, validation, start: int
+              ) -> tuple[float, dict[str, float]]:
+        config, sharding, metrics = self.config, self.sharding, self.metrics
+        loader = DataLoader(data, config.batch_size, seed=config.seed, start_step=start)
+        last_loss = math.nan
+        train_iter = iter(loader)
+        progress = _progress_bar(config, start)
+        for step in range(start, config.train_steps):
+            profiling = _maybe_profile(config, step)
+            # A step marker for profile readers (`marin trace summarize`): data wait included.
+            with jax.profiler.StepTraceAnnotation("train", step_num=step):
+                _, batch = next(train_iter)
+                t0 = time.perf_counter()
+                try:
+                    model, opt_state, loss, grad_norm = self.step_fn(
+                        model, opt_state, sharding.place_batch(batch))
+                except jax.errors.JaxRuntimeError as e:
+                    oom = explain_out_of_memory(e, config.batch_size, sharding.count)
+                    if oom is None:
+                        raise
+                    raise oom from e
+                loss = float(loss)
+                elapsed = time.perf_counter() - t0
+            if profiling:
+                _stop_profile(config, step)
+            if not math.isfinite(loss):
+                self._diverged(loss, step)
+            last_loss = loss
+            done = step + 1
+            record = {"step": done, "loss": loss, "learning_rate": float(self.schedule(step)),
+                      "grad_norm": float(grad_norm), "step_time": elapsed,
+                      "tokens_per_s": config.batch_size * config.model.seq_len / elapsed,
+                      "mfu": self.flops_per_step / elapsed / self.peak, "wall_time": time.time()}
+            if validation is not None and config.eval_every and done % config.eval_every == 0 \
+                    and done < config.train_steps:
+                record.update(_evaluate(self.eval_fn, model, validation, config))
+            metrics.add(record)
+            progress(done, loss)
+            if config.checkpoint_every and done % config.checkpoint_every == 0 \
+                    and done < config.train_steps:
+                self._checkpoint(done, model, opt_state)
+        progress(None, None)
+        final: dict[str, Any] = {}
+        if validation is not None:
+            final = _evaluate(self.eval_fn, model, validation, config)
+            metrics.add({"step": config.train_steps, **final})
+        self._checkpoint(config.train_steps, model, opt_state)
+        return last_loss, final
+
+    def _checkpoint(self, done: int, model, opt_state) -> None:
+        self.metrics.flush()  # first: a complete checkpoint implies its metrics are stored
+        self.checkpoints.save(done, (model, opt_state), {"data_step": done})
+
+    def _diverged(self, loss: float, step: int) -> None:
+        self.checkpoints.wait()
+        latest = self.checkpoints.latest_step()
+        config = self.config
+        raise TrainingDivergedError(
+            f"the loss became {loss} at step {step}; the last good checkpoint is "
+            f"{'none' if latest is None else step_folder(self.checkpoints.root, latest)} "
+            f"(kept). Lower optimizer.learning_rate (now {config.optimizer.learning_rate:g}) "
+            "or max_grad_norm, or raise warmup_fraction")
 
 
 class _Sharding:

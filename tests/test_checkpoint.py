@@ -14,7 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from marin.training.checkpoint import COMPLETE, Checkpoints, complete_checkpoints
+from marin.training.checkpoint import (
+    COMPLETE,
+    CheckpointError,
+    Checkpoints,
+    complete_checkpoints,
+)
 from tests.conftest import ROOT
 
 
@@ -61,6 +66,12 @@ def test_a_restore_into_another_model_shape_names_the_checkpoint(tmp_path: Path)
     wrong = {**state(0.0), "w": jnp.zeros((5, 5))}
     with pytest.raises(Exception, match="step_00000001"):
         Checkpoints(str(tmp_path)).restore(1, like=wrong)
+
+
+def test_an_unsupported_url_is_refused_naming_it():
+    with pytest.raises(CheckpointError, match=r"checkpoints cannot go to memory://x/ckpt: use "
+                       "a local path, gs:// or s3://"):
+        Checkpoints("memory://x/ckpt")
 
 
 KILLED_DURING_SAVE = """

@@ -194,6 +194,12 @@ def test_a_cache_whose_vocabulary_exceeds_the_models_is_refused(cache: Path, tmp
         train_lm(config)
 
 
+def test_keeping_no_checkpoint_is_refused_naming_the_field(cache: Path, tmp_path: Path):
+    with pytest.raises(TrainingConfigError, match=r"TrainLmConfig\.checkpoint_keep must be "
+                       r"positive, got 0"):
+        train_lm(tiny_config(cache, tmp_path / "keep", checkpoint_keep=0))
+
+
 def test_a_cache_built_with_another_tokenizer_is_refused(cache: Path, tmp_path: Path):
     from marin.processing.tokenize.cache import CacheError
 

@@ -31,7 +31,6 @@ tensorstore's own GCS driver directly (emulators: ``TENSORSTORE_GCS_HTTP_URL`` a
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shutil
@@ -42,8 +41,6 @@ from typing import Any
 import equinox as eqx
 import fsspec
 import jax
-
-logger = logging.getLogger("marin.training")
 
 PREFIX = "step"
 COMPLETE = "COMPLETE"  # the commit marker of an s3:// checkpoint
@@ -72,7 +69,13 @@ class Checkpoints:
                  asynchronous: bool = True):
         if keep_last < 1:
             raise CheckpointError(f"keep_last must be at least 1, got {keep_last}")
-        self.root = root.rstrip("/")
+        root = root.rstrip("/")
+        root = root[len("file://"):] if root.startswith("file://") else root
+        scheme = root.split("://", 1)[0] if "://" in root else None
+        if scheme not in (None, "gs", "s3"):
+            raise CheckpointError(f"checkpoints cannot go to {root}: use a local path, gs:// "
+                                  "or s3://")
+        self.root = os.path.abspath(root) if scheme is None else root
         self.asynchronous = asynchronous
         self._remote = _Staged(self.root) if self.root.startswith("s3://") else None
         if self._remote is not None:  # staging keeps only the step being uploaded
@@ -94,7 +97,8 @@ class Checkpoints:
         ``meta`` as checkpoint ``step``; returns once the arrays are copied off the devices."""
         import orbax.checkpoint as ocp
 
-        if step in self.steps():
+        known = self.steps() if self._remote is not None else self._manager.all_steps()
+        if step in known:
             return  # already committed, by this run or a run it resumes
         if self._remote is not None:
             self._remote.wait()  # the staged copy of the previous step is uploaded
@@ -168,8 +172,7 @@ def complete_checkpoints(root: str) -> list[tuple[int, str]]:
     root = root.rstrip("/")
     fs, path = fsspec.core.url_to_fs(root)
     try:
-        entries = fs.ls(path, detail=False, refresh=True) if fs.protocol != "file" \
-            else fs.ls(path, detail=False)
+        entries = fs.ls(path, detail=False, refresh=True)  # never a cached listing
     except FileNotFoundError:
         return []
     found = []

@@ -355,7 +355,7 @@ def _check_config(config: TrainLmConfig) -> None:
     if not isinstance(config.output_path, str) or not isinstance(config.cache_path, str):
         raise TrainingConfigError("TrainLmConfig paths are still placeholders: run train_lm "
                                   "through the executor, or pass them explicitly")
-    for name in ("batch_size", "train_steps"):
+    for name in ("batch_size", "train_steps", "checkpoint_keep"):
         if getattr(config, name) <= 0:
             raise TrainingConfigError(f"TrainLmConfig.{name} must be positive, got "
                                       f"{getattr(config, name)}")

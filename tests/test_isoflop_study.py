@@ -37,15 +37,16 @@ from tests.conftest import ROOT
 from tests.test_tokenize import plays
 
 VOCAB = 300
-# three candidates (hidden 8, 16, 24) at each budget, one run at the held-out budget
+# three candidates (hidden 8, 16, 24) at each budget, one run at the held-out budget: a fixed
+# batch of 4 sequences of 16 tokens and 9 to 42 steps per run, so the study takes seconds
 TINY = CompletedAdamhHeuristic(
-    vocab_size=VOCAB, seq_len=32, hardware="cpu", devices=1, min_hidden=8, max_hidden=24,
-    hidden_step=8, head_dim=8, large_step_budget=1e30, target_steps=20, min_batch_size=8,
-    min_train_steps=10, budget_tolerance=0.1, reference_batch_size=8, reference_tokens=1e5,
-    lr_base=0.01, adam_lr_base=0.003, max_learning_rate=0.05, min_tokens_per_param=0.3,
-    max_tokens_per_param=400)
-BUDGETS = (1e9, 2e9)
-HELD_OUT = 4e9
+    vocab_size=VOCAB, seq_len=16, hardware="cpu", devices=1, min_hidden=8, max_hidden=24,
+    hidden_step=8, head_dim=8, large_step_budget=1e30, target_steps=10**9, min_batch_size=4,
+    max_batch_size=4, min_train_steps=6, budget_tolerance=0.1, reference_batch_size=4,
+    reference_tokens=1e4, lr_base=0.01, adam_lr_base=0.003, max_learning_rate=0.05,
+    min_tokens_per_param=0.01, max_tokens_per_param=400)
+BUDGETS = (6e7, 1.2e8)
+HELD_OUT = 2.4e8
 
 
 def _corpus(root: Path, count: int = 5) -> StudyCorpus:
@@ -133,11 +134,15 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     # a rerun skips everything; one more candidate re-runs the fit and what follows it only
     again = Executor(prefix, max_concurrent=2).run(steps)
     assert again.by_state() == {"skipped": len(again.steps)}
-    wider = _study(corpus, TINY.with_overrides(max_hidden=32, min_tokens_per_param=0.2))
+    wider_heuristic = TINY.with_overrides(max_hidden=32)
+    wider = _study(corpus, wider_heuristic)
     plan = {e.name: e for e in Executor(prefix).plan(wider).entries}
     assert plan["study/fit"].action == "run" and "config changed" in plan["study/fit"].reason
     new_runs = [e for e in plan.values() if e.action == "run" and e.node.step.fn is run_candidate]
-    assert [e.node.step.config.model.hidden_dim for e in new_runs] == [32]
+    added = [(b, c.model_config.hidden_dim) for b in BUDGETS
+             for c in wider_heuristic.candidates_for_budget(b) if c.model_config.hidden_dim > 24]
+    assert added and [(e.node.step.config.budget, e.node.step.config.model.hidden_dim)
+                      for e in new_runs] == added
     assert {e.name for e in plan.values() if e.action == "run"} == \
         {e.name for e in new_runs} | {"study/fit", "study/prediction", "study/report"}
 

@@ -90,3 +90,28 @@ def test_a_small_accelerator_removes_candidates_that_do_not_fit():
         1e20))
     assert len(small) < len(big)
     assert all(c.estimated_memory_per_device <= 16 * 2**30 for c in small)
+
+
+def test_proportional_depth_grows_layers_with_width_and_keeps_the_parents_rules():
+    from marin.scaling_laws.scaling_heuristics import ProportionalDepthHeuristic
+
+    settings = dict(vocab_size=384, seq_len=64, hardware="cpu", devices=1, min_hidden=8,
+                    max_hidden=64, hidden_step=8, head_dim=8, target_steps=10**9,
+                    min_batch_size=16, max_batch_size=16, min_train_steps=10,
+                    budget_tolerance=0.05, min_tokens_per_param=1,
+                    max_tokens_per_param=1000)
+    deep = ProportionalDepthHeuristic(hidden_per_layer=16, **settings)
+    assert [deep.num_layers_for(h) for h in (8, 16, 32, 48, 64)] == [1, 1, 2, 3, 4]
+    flat = CompletedAdamhHeuristic(**settings)
+    assert [flat.num_layers_for(h) for h in (8, 16, 32, 48, 64)] == [1] * 5
+    candidates = list(deep.candidates_for_budget(1e11))
+    assert [c.model_config.num_layers for c in candidates] == \
+        [deep.num_layers_for(c.model_config.hidden_dim) for c in candidates]
+    assert max(c.model_config.num_layers for c in candidates) > 1
+    for c in candidates:  # the parent's batch, step and budget rules, on the deeper model
+        assert c.batch_size == 16
+        assert c.tokens == c.batch_size * c.train_steps * c.seq_len
+        assert abs(c.flops - 1e11) <= 0.05 * 1e11
+        assert c.params == c.model_config.num_params()
+    with pytest.raises(ValueError, match="hidden_per_layer"):
+        ProportionalDepthHeuristic(hidden_per_layer=0, **settings)

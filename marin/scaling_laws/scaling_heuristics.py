@@ -230,3 +230,32 @@ class CompletedAdamhHeuristic:
 
     def with_overrides(self, **changes: object) -> CompletedAdamhHeuristic:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ProportionalDepthHeuristic(CompletedAdamhHeuristic):
+    """``CompletedAdamhHeuristic`` whose depth grows in proportion to width, for tiny models.
+
+        ProportionalDepthHeuristic(vocab_size=384, seq_len=64, hardware="cpu", devices=1,
+                                   min_hidden=8, max_hidden=64, hidden_step=4, head_dim=4,
+                                   hidden_per_layer=16)
+
+    Marin's depth rule gives a single layer below a hidden size of about 96, so a sweep of
+    tiny models would scale width alone. Here ``num_layers = max(1, round(hidden /
+    hidden_per_layer))``, so that parameters grow with both width and depth as in a
+    full-size sweep. Batch, steps, hyperparameters and bounds follow the parent's rules.
+
+    Attributes:
+        hidden_per_layer: hidden units per layer (the models' aspect ratio).
+    """
+
+    hidden_per_layer: int = 16
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hidden_per_layer <= 0:
+            raise ValueError(f"ProportionalDepthHeuristic: hidden_per_layer must be positive, "
+                             f"got {self.hidden_per_layer}")
+
+    def num_layers_for(self, hidden: int) -> int:
+        return max(1, round(hidden / self.hidden_per_layer))

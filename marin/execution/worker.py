@@ -83,46 +83,83 @@ class _Active:
     job: StepJob
     lease: Lease
     storage: Storage
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cancelled: bool = False
 
 
-@dataclass
 class ActiveSteps:
-    """The steps this process is running, so an interrupt can release their leases."""
+    """The steps this process is running, so an interrupt can release their leases.
 
-    _steps: dict[str, _Active] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    Design note: the workers are daemon threads that may still be running when the process
+    exits after Ctrl-C, so every lease they take and every status they write passes through
+    here. Once ``cancel_all`` returns, each lease held by a worker is released with a
+    CANCELLED status, and no worker can take a lease or write a status again.
+    """
 
-    def add(self, active: _Active) -> None:
-        with self._lock:
-            self._steps[active.job.key] = active
+    def __init__(self) -> None:
+        self._steps: dict[str, _Active] = {}
+        self._changed = threading.Condition()
+        self._acquiring = 0
+        self.cancelled = threading.Event()
+
+    def acquire(self, item: _Active) -> bool:
+        """Take ``item``'s lease and register the step; False if cancelled or still held."""
+        with self._changed:
+            if self.cancelled.is_set():
+                return False
+            self._acquiring += 1
+        taken = False
+        try:
+            taken = item.lease.try_acquire()
+        finally:
+            with self._changed:
+                self._acquiring -= 1
+                if taken and not self.cancelled.is_set():
+                    self._steps[item.job.key] = item
+                self._changed.notify_all()
+        if taken and item.job.key not in self._steps:
+            item.lease.release()  # cancelled while it was being taken
+            return False
+        return taken
 
     def remove(self, key: str) -> None:
-        with self._lock:
+        with self._changed:
             self._steps.pop(key, None)
 
-    def cancel_all(self, reason: str) -> list[str]:
+    def write_status(self, item: _Active, status: StepStatus, **fields: Any) -> bool:
+        """Write ``item``'s status unless the step was cancelled; False if it was."""
+        with item.lock:
+            if item.cancelled:
+                return False
+            _write_status(item, status, **fields)
+            return True
+
+    def cancel_all(self, reason: str, wait: float = 30.0) -> list[str]:
         """Mark every running step CANCELLED and release its lease; returns their keys."""
-        self.cancelled.set()
-        with self._lock:
+        with self._changed:
+            self.cancelled.set()
+            self._changed.wait_for(lambda: self._acquiring == 0, timeout=wait)
             active = list(self._steps.values())
         for item in active:
-            if item.lease.held and item.lease.renew():
-                _write_status(item, StepStatus.CANCELLED, error=reason)
-            item.lease.release()
+            with item.lock:
+                item.cancelled = True
+                if item.lease.held and item.lease.renew():
+                    _write_status(item, StepStatus.CANCELLED, error=reason)
+                item.lease.release()
         return [a.job.key for a in active]
 
 
 def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome:
     active = active if active is not None else ActiveSteps()
     storage = get_storage(job.output_path)
-    lease = Lease(storage, lease_path(job.output_path), job.run_id, job.lease_ttl)
+    item = _Active(job, Lease(storage, lease_path(job.output_path), job.run_id, job.lease_ttl),
+                   storage)
+    lease = item.lease
     started = time.monotonic()
-    waiting = _acquire_or_finish(job, storage, lease, active)
+    waiting = _acquire_or_finish(item, active)
     if waiting is not None:
         return waiting
-    item = _Active(job, lease, storage)
-    active.add(item)
+    cancelled = StepOutcome(job.key, "cancelled")
     try:
         blob = storage.read(status_path(job.output_path))
         done = _finished_elsewhere(job, blob)
@@ -131,7 +168,8 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         # No status and a lease created afresh: no earlier attempt can have left a folder.
         fresh = blob is None and lease.took_over_from is None
         storage.write(info_path(job.output_path), encode_info(job.info))
-        _write_status(item, StepStatus.RUNNING)
+        if not active.write_status(item, StepStatus.RUNNING):
+            return cancelled
         lease.start_heartbeat()
         attempt = attempt_path(job.output_path, job.run_id)
         if job.resume:
@@ -142,19 +180,22 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         except BaseException as e:  # the step's own failure, whatever its type
             tb = traceback.format_exc()
             if not lease.renew():  # never overwrite the status of a step someone took over
-                return _lost(job, storage, started)
-            _write_status(item, StepStatus.FAILED, error=_one_line(e), tb=tb)
+                return cancelled if item.cancelled else _lost(job, storage, started)
+            if not active.write_status(item, StepStatus.FAILED, error=_one_line(e), tb=tb):
+                return cancelled
             return StepOutcome(job.key, "failed", time.monotonic() - started, _one_line(e), tb)
-        if active.cancelled.is_set():
-            return StepOutcome(job.key, "cancelled", time.monotonic() - started)
+        if item.cancelled:
+            return cancelled
         if not lease.renew():
             return _lost(job, storage, started)
         misdirected = _misdirected_output(attempt)
         if misdirected is not None:
-            _write_status(item, StepStatus.FAILED, error=misdirected)
+            if not active.write_status(item, StepStatus.FAILED, error=misdirected):
+                return cancelled
             return StepOutcome(job.key, "failed", time.monotonic() - started, misdirected)
         outputs = storage.move_tree(attempt, job.output_path)
-        _write_status(item, StepStatus.SUCCESS, outputs=outputs)
+        if not active.write_status(item, StepStatus.SUCCESS, outputs=outputs):
+            return cancelled  # CANCELLED: the next run redoes the step
         if outputs or not fresh or job.resume or storage.has_folders:
             storage.delete_tree(attempts_folder(job.output_path))
         notes = [] if outputs else [f"wrote no files under {job.output_path}"]
@@ -238,11 +279,11 @@ class _exit_guard:
         _IN_STEP.active = False
 
 
-def _acquire_or_finish(job: StepJob, storage: Storage, lease: Lease,
-                       active: ActiveSteps) -> StepOutcome | None:
+def _acquire_or_finish(item: _Active, active: ActiveSteps) -> StepOutcome | None:
     """Take the lease (None), or the outcome when another executor settles the step first."""
+    job, storage = item.job, item.storage
     started = time.monotonic()
-    if not active.cancelled.is_set() and lease.try_acquire():
+    if active.acquire(item):
         return None  # the status is read again under the lease; no read before is needed
     while True:
         if active.cancelled.is_set():
@@ -250,7 +291,7 @@ def _acquire_or_finish(job: StepJob, storage: Storage, lease: Lease,
         done = _finished_elsewhere(job, storage.read(status_path(job.output_path)))
         if done is not None:
             return done
-        if lease.try_acquire():
+        if active.acquire(item):
             return None
         time.sleep(min(job.poll_interval, max(0.05, time.monotonic() - started)))
 

@@ -1,19 +1,38 @@
-"""Walking and rebuilding config trees (dataclasses, pydantic models, lists, dicts).
+"""The one walk over config trees: hashing, placeholder resolution and info files use it.
 
     deps = [p.step for p in iter_leaves(config) if isinstance(p, OutputPathOf)]
     resolved = map_leaves(config, lambda leaf: "/out" if isinstance(leaf, ThisOutputPath)
                           else leaf)
 
-``map_leaves`` rebuilds only the containers whose contents changed, so unchanged parts
-of a config keep their identity.
+    class CountMarkers(ConfigVisitor):          # a fold: results flow from leaves up
+        def leaf(self, value, path): return 0
+        def marker(self, value, path): return 1
+        def container(self, value, kind, items, path): return sum(r for _, _, r in items)
+
+Every node of a config is one ``Kind``, decided once per class by ``kind_of``:
+
+* ``MARKER``: a placeholder or marker of ``marin.execution.step`` (a step, its output
+  path, this step's output path, ``versioned``, ``unversioned``);
+* ``RECORD``: a dataclass instance or a pydantic model, whose children are its fields;
+* ``MAPPING``: any ``collections.abc.Mapping``, whose children are its values;
+* ``SEQUENCE``: a list or tuple (named tuples included), children by position;
+* ``SET``: a set or frozenset, children unordered (whoever needs an order sorts);
+* ``LEAF``: everything else: numbers, strings, bytes, enums, paths, opaque objects.
+
+Design note: the walk and the rules above live here only. Hashing
+(``marin.execution.hashing``), resolution (``map_leaves``) and ``.executor_info`` encoding
+(``marin.execution.status``) differ only in what they make of leaves and markers and how
+they combine a container's results, so a container type added here reaches all three.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterator
-from typing import Any
+import enum
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 from marin.execution.step import (
     ExecutorStep,
@@ -21,78 +40,125 @@ from marin.execution.step import (
     ThisOutputPath,
     UnversionedValue,
     VersionedValue,
+    is_unversioned_field,
 )
 
-_MARKERS = (ExecutorStep, OutputPathOf, ThisOutputPath, VersionedValue, UnversionedValue)
+R = TypeVar("R")
 _ATOMS = frozenset({str, int, float, bool, type(None), bytes})
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+MARKERS = (ExecutorStep, OutputPathOf, ThisOutputPath, VersionedValue, UnversionedValue)
 
 
-def iter_leaves(value: Any) -> Iterator[Any]:
-    """Every placeholder or marker in ``value`` (including inside versioned/unversioned)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if type(item) in _ATOMS:
-            continue
-        if isinstance(item, (VersionedValue, UnversionedValue)):
-            yield item
-            stack.append(item.value)
-        elif isinstance(item, _MARKERS):
-            yield item
+class Kind(enum.Enum):
+    LEAF = "leaf"
+    MARKER = "marker"
+    RECORD = "record"
+    MAPPING = "mapping"
+    SEQUENCE = "sequence"
+    SET = "set"
+
+
+_KINDS: dict[type, Kind] = {}
+_RECORD_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def kind_of(value: Any) -> Kind:
+    """The kind of ``value``'s node; decided once per class."""
+    cls = type(value)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _KINDS[cls] = _classify(cls)
+    return kind
+
+
+def _classify(cls: type) -> Kind:
+    if issubclass(cls, MARKERS):
+        return Kind.MARKER
+    # Before the containers: a str or int enum, a numpy float are leaves.
+    if issubclass(cls, (str, bytes, int, float, enum.Enum)):
+        return Kind.LEAF
+    if dataclasses.is_dataclass(cls) or _is_pydantic_model_class(cls):
+        return Kind.RECORD
+    if issubclass(cls, Mapping):
+        return Kind.MAPPING
+    if issubclass(cls, (list, tuple)):
+        return Kind.SEQUENCE
+    if issubclass(cls, (set, frozenset)):
+        return Kind.SET
+    return Kind.LEAF
+
+
+def _is_pydantic_model_class(cls: type) -> bool:
+    # No model can exist before pydantic is imported, so an unimported pydantic answers no.
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and issubclass(cls, pydantic.BaseModel)
+
+
+def record_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """A record class's field names, each with whether it is declared unversioned."""
+    fields = _RECORD_FIELDS.get(cls)
+    if fields is None:
+        if dataclasses.is_dataclass(cls):
+            fields = tuple((f.name, is_unversioned_field(f)) for f in dataclasses.fields(cls))
         else:
-            stack.extend(_children(item))
+            fields = tuple((name, False) for name in cls.model_fields)  # type: ignore[attr-defined]
+        _RECORD_FIELDS[cls] = fields
+    return fields
 
 
-def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
-    """Rebuild ``value`` with every marker ``m`` replaced by ``fn(m)``."""
-    if isinstance(value, _MARKERS):
-        return fn(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {}
-        for f in dataclasses.fields(value):
-            old = getattr(value, f.name)
-            new = map_leaves(old, fn)
-            if new is not old:
-                changes[f.name] = new
-        return with_fields(value, changes) if changes else value
-    if hasattr(type(value), "model_fields") and hasattr(value, "model_copy"):
-        changes = {}
-        for name in type(value).model_fields:
-            old = getattr(value, name)
-            new = map_leaves(old, fn)
-            if new is not old:
-                changes[name] = new
-        return value.model_copy(update=changes) if changes else value
-    if isinstance(value, dict):
-        items = {k: map_leaves(v, fn) for k, v in value.items()}
-        if all(items[k] is value[k] for k in value):
-            return value
-        rebuilt = copy.copy(value)
-        rebuilt.update(items)
-        return rebuilt
-    if isinstance(value, (list, tuple)):
-        items = [map_leaves(v, fn) for v in value]
-        if all(a is b for a, b in zip(items, value, strict=True)):
-            return value
-        if isinstance(value, list):
-            return type(value)(items)
-        if hasattr(value, "_fields"):  # namedtuple
-            return type(value)(*items)
-        return type(value)(items)
-    return value
-
-
-def _children(value: Any) -> list[Any]:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [getattr(value, name) for name in _field_names(type(value))]
-    if hasattr(type(value), "model_fields") and hasattr(value, "model_copy"):
-        return [getattr(value, name) for name in type(value).model_fields]
-    if isinstance(value, dict):
-        return list(value.values())
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return list(value)
+def children(value: Any, kind: Kind) -> list[tuple[Any, Any]]:
+    """``(key, child)`` pairs: field name, mapping key, position, or None in a set."""
+    if kind is Kind.RECORD:
+        return [(name, getattr(value, name)) for name, _ in record_fields(type(value))]
+    if kind is Kind.MAPPING:
+        return list(value.items())
+    if kind is Kind.SEQUENCE:
+        return list(enumerate(value))
+    if kind is Kind.SET:
+        return [(None, item) for item in value]
     return []
+
+
+def child_values(value: Any, kind: Kind) -> Any:
+    """The children of ``children(value, kind)`` without their keys (an iterable)."""
+    if kind is Kind.RECORD:
+        return [getattr(value, name) for name, _ in record_fields(type(value))]
+    if kind is Kind.MAPPING:
+        return value.values()
+    return value if kind is Kind.SEQUENCE or kind is Kind.SET else ()
+
+
+def child_path(path: str, kind: Kind, key: Any) -> str:
+    """The dotted path of a child, as error messages print it: ``config.model.layers[2]``."""
+    if kind is Kind.RECORD:
+        return f"{path}.{key}"
+    if kind is Kind.MAPPING:
+        return f"{path}[{key!r}]"
+    if kind is Kind.SEQUENCE:
+        return f"{path}[{key}]"
+    return f"{path}{{}}"
+
+
+def rebuild(value: Any, kind: Kind, items: list[tuple[Any, Any, Any]]) -> Any:
+    """``value`` with its children replaced by the new ones in ``(key, old, new)`` items;
+    ``value`` itself when no child changed."""
+    if all(new is old for _, old, new in items):
+        return value
+    if kind is Kind.RECORD:
+        changes = {key: new for key, old, new in items if new is not old}
+        if dataclasses.is_dataclass(value):
+            return with_fields(value, changes)
+        return value.model_copy(update=changes)
+    if kind is Kind.MAPPING:
+        if isinstance(value, dict):
+            rebuilt = copy.copy(value)  # keeps a dict subclass and its attributes
+            rebuilt.update((key, new) for key, _, new in items)
+            return rebuilt
+        return type(value)({key: new for key, _, new in items})
+    news = [new for _, _, new in items]
+    if kind is Kind.SEQUENCE and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*news)
+    return type(value)(news)
 
 
 def with_fields(obj: Any, changes: dict[str, Any]) -> Any:
@@ -104,8 +170,87 @@ def with_fields(obj: Any, changes: dict[str, Any]) -> Any:
     return rebuilt
 
 
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
+class ConfigVisitor(Generic[R]):
+    """A fold over a config tree: ``visit`` returns the result for a node from the results
+    of its children. Subclasses say what a leaf and a marker give (``leaf``, ``marker``)
+    and how a container combines its children's ``(key, child, result)`` items
+    (``container``); ``path`` is the node's dotted path (None when not tracked).
+    A dataclass field declared ``unversioned_field`` is walked unless
+    ``keep_unversioned(value)`` says no."""
+
+    def visit(self, value: Any, path: str | None = "config") -> R:
+        cls = type(value)
+        kind = _KINDS.get(cls) or kind_of(value)
+        if kind is Kind.LEAF:
+            return self.leaf(value, path)
+        if kind is Kind.MARKER:
+            return self.marker(value, path)
+        # The children of each kind, as ``children`` lists them; inlined, as this loop is
+        # the hot path of hashing 10,000-step graphs.
+        visit = self.visit
+        items: list[tuple[Any, Any, R]]
+        if kind is Kind.RECORD:
+            items = []
+            for name, unversioned in _RECORD_FIELDS.get(cls) or record_fields(cls):
+                child = getattr(value, name)
+                if unversioned and not self.keep_unversioned(child):
+                    continue
+                items.append((name, child,
+                              visit(child, None if path is None else f"{path}.{name}")))
+        elif path is None:
+            items = [(key, child, visit(child, None)) for key, child in children(value, kind)]
+        elif kind is Kind.SEQUENCE:
+            items = [(i, child, visit(child, f"{path}[{i}]")) for i, child in enumerate(value)]
+        else:
+            items = [(key, child, visit(child, child_path(path, kind, key)))
+                     for key, child in children(value, kind)]
+        return self.container(value, kind, items, path)
+
+    def keep_unversioned(self, value: Any) -> bool:
+        return True
+
+    def leaf(self, value: Any, path: str | None) -> R:
+        return value
+
+    def marker(self, value: Any, path: str | None) -> R:
+        return value
+
+    def container(self, value: Any, kind: Kind, items: list[tuple[Any, Any, R]],
+                  path: str | None) -> R:
+        raise NotImplementedError
+
+
+class _Mapper(ConfigVisitor[Any]):
+    def __init__(self, fn: Callable[[Any], Any]):
+        self._fn = fn
+
+    def marker(self, value: Any, path: str | None) -> Any:
+        return self._fn(value)
+
+    def container(self, value: Any, kind: Kind, items: list[tuple[Any, Any, Any]],
+                  path: str | None) -> Any:
+        return rebuild(value, kind, items)
+
+
+def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """Rebuild ``value`` with every marker ``m`` replaced by ``fn(m)``. Only the containers
+    whose contents changed are rebuilt, so unchanged parts keep their identity; a set of
+    placeholders becomes a set (of the same type) of what they resolve to."""
+    return _Mapper(fn).visit(value, None)
+
+
+def iter_leaves(value: Any) -> Iterator[Any]:
+    """Every placeholder or marker in ``value`` (including inside versioned/unversioned)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        cls = type(item)
+        if cls in _ATOMS:
+            continue
+        kind = _KINDS.get(cls) or kind_of(item)
+        if kind is Kind.MARKER:
+            yield item
+            if isinstance(item, (VersionedValue, UnversionedValue)):
+                stack.append(item.value)
+        elif kind is not Kind.LEAF:
+            stack.extend(child_values(item, kind))

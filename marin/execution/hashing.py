@@ -13,23 +13,21 @@ would give a different identity in every process.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import enum
 import hashlib
 import json
 import math
 import pathlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
+from marin.execution.config_tree import ConfigVisitor, Kind
 from marin.execution.step import (
     ExecutorStep,
     OutputPathOf,
-    ThisOutputPath,
     UnversionedValue,
     VersionedValue,
-    is_unversioned_field,
 )
 
 HASH_LENGTH = 8
@@ -52,92 +50,71 @@ def version_hash(text: str) -> str:
 def canonicalize(value: Any, dependency_id: Callable[[ExecutorStep], str],
                  path: str = "config") -> Any:
     """The canonical JSON data of ``value``; ``dependency_id`` names a dependency step."""
-    return _Canonicalizer(dependency_id).convert(value, path, force=False)
+    return _Canonicalizer(dependency_id).visit(value, path)
 
 
-class _Canonicalizer:
+class _Canonicalizer(ConfigVisitor[Any]):
+    """The walk is ``config_tree``'s; this class says what each node hashes as."""
+
     def __init__(self, dependency_id: Callable[[ExecutorStep], str]):
         self._dependency_id = dependency_id
 
-    def convert(self, value: Any, path: str, force: bool) -> Any:
-        kind = type(value)
+    def visit(self, value: Any, path: str | None = "config") -> Any:
+        kind = type(value)  # the common leaves first: most of a config is numbers and text
         if kind is str or kind is int or kind is bool or value is None:
             return value
         if kind is float:
             return _canonical_float(value)
-        if kind is ExecutorStep:
+        return super().visit(value, path)
+
+    def keep_unversioned(self, value: Any) -> bool:
+        # An unversioned field is left out of the hash, unless its value is versioned(...).
+        return isinstance(value, VersionedValue)
+
+    def marker(self, value: Any, path: str | None) -> Any:
+        if isinstance(value, VersionedValue):
+            if value.version is not None:
+                return {"$version": self.visit(value.version, f"{path}.version")}
+            return self.visit(value.value, path)
+        if isinstance(value, UnversionedValue):
+            return UNVERSIONED_MARKER
+        if isinstance(value, ExecutorStep):
             return {"$output_of": self._dependency_id(value), "sub": ""}
+        if isinstance(value, OutputPathOf):
+            return {"$output_of": self._dependency_id(value.step), "sub": value.sub}
+        return {"$this_output": value.sub}  # ThisOutputPath
+
+    def leaf(self, value: Any, path: str | None) -> Any:
         if isinstance(value, (bool, str)):
             return value
         if isinstance(value, int):
             return int(value)
         if isinstance(value, float):
             return _canonical_float(value)
-        if isinstance(value, VersionedValue):
-            if value.version is not None:
-                return {"$version": self.convert(value.version, f"{path}.version", True)}
-            return self.convert(value.value, path, force=True)
-        if isinstance(value, UnversionedValue):
-            return UNVERSIONED_MARKER
-        if isinstance(value, ExecutorStep):
-            value = OutputPathOf(value)
-        if isinstance(value, OutputPathOf):
-            return {"$output_of": self._dependency_id(value.step), "sub": value.sub}
-        if isinstance(value, ThisOutputPath):
-            return {"$this_output": value.sub}
         if isinstance(value, enum.Enum):
-            return self.convert(value.value, path, force)
+            return self.visit(value.value, path)
         if isinstance(value, pathlib.PurePath):
             return str(value)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return self._dataclass(value, path, force)
-        if _is_pydantic_model(value):
-            return {name: self.convert(getattr(value, name), f"{path}.{name}", force)
-                    for name in type(value).model_fields}
-        if isinstance(value, Mapping):
-            return self._mapping(value, path, force)
-        if isinstance(value, (list, tuple)):
-            return [self.convert(v, f"{path}[{i}]", force) for i, v in enumerate(value)]
-        if isinstance(value, (set, frozenset)):
-            items = [self.convert(v, f"{path}{{}}", force) for v in value]
-            return {"$set": sorted(items, key=canonical_json)}
         if isinstance(value, bytes):
             return {"$bytes": value.hex()}
         if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
             return {"$time": value.isoformat()}
         if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
-            return self.convert(value.tolist(), path, force)
-        raise UnhashableConfigError(_refusal(value, path))
+            return self.visit(value.tolist(), path)
+        raise UnhashableConfigError(_refusal(value, str(path)))
 
-    def _dataclass(self, value: Any, path: str, force: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, unversioned in _hashed_fields(type(value)):
-            item = getattr(value, name)
-            if unversioned and not isinstance(item, VersionedValue):
-                continue
-            out[name] = self.convert(item, f"{path}.{name}", force)
-        return out
-
-    def _mapping(self, value: Mapping, path: str, force: bool) -> Any:
-        if all(isinstance(k, str) for k in value):
-            return {k: self.convert(v, f"{path}[{k!r}]", force) for k, v in value.items()}
-        items = []
-        for k, v in value.items():
-            key = _canonical_key(k, path)
-            items.append([key, self.convert(v, f"{path}[{k!r}]", force)])
-        return {"$items": sorted(items, key=lambda kv: canonical_json(kv[0]))}
-
-
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-
-
-def _hashed_fields(cls: type) -> tuple[tuple[str, bool], ...]:
-    """A dataclass's field names, each with whether it is unversioned; cached per class."""
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = tuple((f.name, is_unversioned_field(f))
-                                      for f in dataclasses.fields(cls))
-    return fields
+    def container(self, value: Any, kind: Kind, items: list[tuple[Any, Any, Any]],
+                  path: str | None) -> Any:
+        if kind is Kind.RECORD:
+            return {name: result for name, _, result in items}
+        if kind is Kind.SEQUENCE:
+            return [result for _, _, result in items]
+        if kind is Kind.SET:  # sorted, so that neither insertion order nor hash seed counts
+            return {"$set": sorted((result for _, _, result in items), key=canonical_json)}
+        if all(isinstance(key, str) for key, _, _ in items):
+            return {key: result for key, _, result in items}
+        pairs = [[_canonical_key(key, str(path)), result] for key, _, result in items]
+        return {"$items": sorted(pairs, key=lambda kv: canonical_json(kv[0]))}
 
 
 def _canonical_float(value: float) -> Any:
@@ -160,10 +137,6 @@ def _canonical_key(key: Any, path: str) -> Any:
         f"{path}: dict key {key!r} of type {type(key).__name__} has no canonical form; "
         "use str, int, float, bool or None keys"
     )
-
-
-def _is_pydantic_model(value: Any) -> bool:
-    return hasattr(type(value), "model_fields") and hasattr(value, "model_dump")
 
 
 def _refusal(value: Any, path: str) -> str:

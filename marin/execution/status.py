@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any
 
+from marin.execution.config_tree import ConfigVisitor, Kind
 from marin.execution.lease import host_name
 from marin.execution.step import join_path
 
@@ -123,7 +124,10 @@ def attempt_path(output_path: str, run_id: str) -> str:
 
 
 def encode_info(info: dict[str, Any]) -> bytes:
-    return json.dumps(info, indent=1, sort_keys=True, default=_json_default).encode()
+    """The JSON of an info record. Configs inside it are walked by ``config_tree``'s rules:
+    records become objects, sets sorted arrays, enums their values, anything else with no
+    JSON form its ``repr``."""
+    return json.dumps(_InfoData().visit(info, None), indent=1, sort_keys=True).encode()
 
 
 def decode_info(raw: bytes) -> dict[str, Any]:
@@ -136,18 +140,38 @@ def decode_info(raw: bytes) -> dict[str, Any]:
     return info
 
 
-def _json_default(value: Any) -> Any:
-    import dataclasses
+class _InfoData(ConfigVisitor[Any]):
+    """JSON data for an info file: readable, not an identity (that is ``hashing``'s)."""
 
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    return repr(value)
+    def leaf(self, value: Any, path: str | None) -> Any:
+        if value is None or isinstance(value, (str, int, float)):
+            return value  # json writes these, their subclasses (IntEnum, StrEnum) included
+        if isinstance(value, enum.Enum):
+            return self.visit(value.value, path)
+        return repr(value)
+
+    def marker(self, value: Any, path: str | None) -> Any:
+        return repr(value)  # a resolved config holds none; repr keeps a stray one readable
+
+    def container(self, value: Any, kind: Kind, items: list[tuple[Any, Any, Any]],
+                  path: str | None) -> Any:
+        if kind is Kind.RECORD:
+            return {name: result for name, _, result in items}
+        if kind is Kind.MAPPING:
+            return {_info_key(key): result for key, _, result in items}
+        if kind is Kind.SET:
+            return sorted((result for _, _, result in items),
+                          key=lambda r: json.dumps(r, sort_keys=True))
+        return [result for _, _, result in items]
+
+
+def _info_key(key: Any) -> str:
+    """A JSON object key: the text json itself would write for a number, bool or None."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, (int, float)):
+        return json.dumps(key)
+    return repr(key)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -214,7 +238,9 @@ def git_commit() -> str | None:
                              timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
 
 
 def current_user() -> str:

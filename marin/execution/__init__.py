@@ -17,8 +17,11 @@ from marin.execution.hashing import UnhashableConfigError
 from marin.execution.planning import Plan, PlanEntry
 from marin.execution.status import StepStatus
 from marin.execution.step import (
+    THIS_OUTPUT_PATH,
     ComputeEstimate,
     ExecutorStep,
+    InputName,
+    OutputName,
     StepResources,
     external_path_field,
     output_path_of,
@@ -29,10 +32,13 @@ from marin.execution.step import (
 )
 
 __all__ = [
+    "THIS_OUTPUT_PATH",
     "ComputeEstimate",
     "Executor",
     "ExecutorMainConfig",
     "ExecutorStep",
+    "InputName",
+    "OutputName",
     "Plan",
     "PlanEntry",
     "RunResult",

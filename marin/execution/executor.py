@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marin.execution.graph import StepGraph, StepNode
 from marin.execution.invocations import record_invocation
@@ -33,9 +33,38 @@ from marin.execution.status import (
     function_name,
     git_commit,
 )
-from marin.execution.step import ExecutorStep
+from marin.execution.step import (  # Marin's import paths: marin.execution.executor.X
+    THIS_OUTPUT_PATH,
+    ExecutorStep,
+    InputName,
+    OutputName,
+    output_path_of,
+    this_output_path,
+    unversioned,
+    versioned,
+)
 from marin.execution.worker import StepJob, StepOutcome, abandon_step
 from marin.storage import get_storage
+
+__all__ = [
+    "THIS_OUTPUT_PATH", "Executor", "ExecutorMainConfig", "ExecutorStep", "InputName",
+    "OutputName", "RunResult", "StepResult", "executor_main", "output_path_of",
+    "this_output_path", "unversioned", "versioned",
+]
+
+
+if TYPE_CHECKING:
+    from marin.execution.executor_main import ExecutorMainConfig, executor_main
+
+
+def __getattr__(name: str) -> Any:
+    # executor_main's module imports this one, so its names load on first use.
+    if name in ("executor_main", "ExecutorMainConfig"):
+        import importlib
+
+        return getattr(importlib.import_module("marin.execution.executor_main"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 logger = logging.getLogger("marin.executor")
 

@@ -104,32 +104,100 @@ class ExecutorStep(Generic[ConfigT]):
     def with_config(self, config: ConfigT) -> ExecutorStep[ConfigT]:
         return dataclasses.replace(self, config=config)
 
+    def cd(self, sub: str) -> OutputPathOf:
+        """``output_path_of(self, sub)``, as Marin spells it (also ``self / sub``)."""
+        return OutputPathOf(self, sub)
+
+    def __truediv__(self, sub: str) -> OutputPathOf:
+        return OutputPathOf(self, sub)
+
     def __repr__(self) -> str:
         return f"ExecutorStep(name={self.name!r}, fn={getattr(self.fn, '__qualname__', self.fn)})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class OutputPathOf:
-    """Placeholder for the output path of another step (plus an optional sub-path)."""
+    """Placeholder for the output path of another step (plus an optional sub-path).
+
+    ``InputName`` is this class under Marin's name, so Marin's spellings build it too:
+    ``InputName(step, "numbers.json")``, ``InputName(step=step, name=None)``,
+    ``step / "numbers.json"``, ``step.cd("numbers.json")``.
+    """
 
     step: ExecutorStep
     sub: str = ""
 
-    def __post_init__(self) -> None:
-        check_sub_path(self.sub, f"output_path_of({self.step.name!r}, ...)")
+    def __init__(self, step: ExecutorStep, sub: str | None = "", *,
+                 name: str | None = None, block_on_step: bool = True):
+        if not isinstance(step, ExecutorStep):
+            raise TypeError(
+                f"output_path_of / InputName expects an ExecutorStep, got {type(step).__name__}; "
+                "for a path outside the pipeline, pass the path string itself")
+        if name is not None:
+            if sub:
+                raise TypeError("InputName: give the sub-path once, as sub or as name")
+            sub = name
+        if not block_on_step:
+            raise ValueError(_NO_PSEUDO_DEPENDENCIES)
+        object.__setattr__(self, "step", step)
+        where = f"output_path_of({step.name!r}, ...)"
+        object.__setattr__(self, "sub", check_sub_path(sub or "", where))
+
+    @property
+    def name(self) -> str | None:
+        """Marin's name of the sub-path (None for the output folder itself)."""
+        return self.sub or None
 
     def __truediv__(self, sub: str) -> OutputPathOf:
         return OutputPathOf(self.step, _join(self.sub, check_sub_path(sub, "output_path / sub")))
 
+    def cd(self, sub: str) -> OutputPathOf:
+        """``self / sub``, as Marin spells it."""
+        return self / sub
 
-@dataclass(frozen=True)
+    def nonblocking(self) -> OutputPathOf:
+        raise ValueError(_NO_PSEUDO_DEPENDENCIES)
+
+    @staticmethod
+    def hardcoded(path: str) -> Any:
+        raise ValueError(
+            f"InputName.hardcoded({path!r}): a path that no step produces is a plain string "
+            "here: put the path itself in the config (an absolute path or URL), and declare "
+            "the field with external_path_field() if overrides may point it elsewhere")
+
+
+InputName = OutputPathOf
+"""Marin's name for ``OutputPathOf``: one class, two names."""
+
+_NO_PSEUDO_DEPENDENCIES = (
+    "InputName(..., block_on_step=False) / .nonblocking(): a step always waits for the steps "
+    "its config names; to read another step's files without waiting, pass its output path "
+    "as a plain string (e.g. from an earlier dry run's --json)")
+
+
+@dataclass(frozen=True, init=False)
 class ThisOutputPath:
-    """Placeholder for the output path of the step whose config holds it."""
+    """Placeholder for the output path of the step whose config holds it.
+
+    ``OutputName`` is this class under Marin's name (``OutputName(name="stats")``)."""
 
     sub: str = ""
 
-    def __post_init__(self) -> None:
-        check_sub_path(self.sub, "this_output_path(...)")
+    def __init__(self, sub: str | None = "", *, name: str | None = None):
+        if name is not None:
+            if sub:
+                raise TypeError("OutputName: give the sub-path once, as sub or as name")
+            sub = name
+        object.__setattr__(self, "sub", check_sub_path(sub or "", "this_output_path(...)"))
+
+    @property
+    def name(self) -> str | None:
+        """Marin's name of the sub-path (None for the output folder itself)."""
+        return self.sub or None
+
+
+OutputName = ThisOutputPath
+"""Marin's name for ``ThisOutputPath``."""
 
 
 @dataclass(frozen=True)
@@ -147,16 +215,17 @@ class UnversionedValue(Generic[T]):
     value: T
 
 
-def output_path_of(step: ExecutorStep, sub: str = "") -> Any:
-    """The output path of ``step`` (joined with ``sub``); makes ``step`` a dependency."""
-    if not isinstance(step, ExecutorStep):
-        raise TypeError(f"output_path_of expects an ExecutorStep, got {type(step).__name__}")
-    return OutputPathOf(step, sub)
+def output_path_of(step: ExecutorStep, sub: str | None = "", *,
+                   name: str | None = None) -> Any:
+    """The output path of ``step`` (joined with ``sub``); makes ``step`` a dependency.
+    ``name=`` is Marin's spelling of ``sub``."""
+    return OutputPathOf(step, sub, name=name)
 
 
-def this_output_path(sub: str = "") -> Any:
-    """The output path of the step being configured (joined with ``sub``)."""
-    return ThisOutputPath(sub)
+def this_output_path(sub: str | None = "", *, name: str | None = None) -> Any:
+    """The output path of the step being configured (joined with ``sub``; ``name=`` is
+    Marin's spelling)."""
+    return ThisOutputPath(sub, name=name)
 
 
 def versioned(value: T, version: Any = None) -> T:
@@ -223,3 +292,7 @@ def _join(base: str, sub: str) -> str:
 def join_path(base: str, sub: str) -> str:
     """Join a storage path or URL with a relative sub-path."""
     return _join(base, sub) if sub else base
+
+
+THIS_OUTPUT_PATH: Any = ThisOutputPath()
+"""``this_output_path()`` as a constant, for dataclass defaults (Marin's spelling)."""

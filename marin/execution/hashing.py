@@ -9,6 +9,9 @@ become arrays, sets become sorted arrays, non-finite floats and non-string dict 
 tagged form. A value with no canonical form (a function, an object whose text would be a
 memory address) is refused with an error naming its dotted path: hashing through ``str()``
 would give a different identity in every process.
+
+The tree is walked by ``config_tree.ConfigVisitor``, the walk that resolution and info files
+use too; this module only says what each leaf and marker hashes as.
 """
 
 from __future__ import annotations

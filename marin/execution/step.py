@@ -8,8 +8,8 @@
                                      learning_rate=3e-3,
                                      log_every=unversioned(10)))
 
-A step's config is any tree of dataclasses, lists, tuples and dicts. Placeholders inside it
-are replaced by concrete paths just before ``fn(config)`` runs:
+A step's config is any tree of dataclasses, pydantic models, dicts, lists, tuples and sets.
+Placeholders inside it are replaced by concrete paths just before ``fn(config)`` runs:
 
 * ``output_path_of(step, sub)`` (or the bare step) becomes ``<that step's output>/<sub>``
   and makes ``step`` a dependency;
@@ -18,6 +18,10 @@ are replaced by concrete paths just before ``fn(config)`` runs:
   give a callable or other opaque value an identity);
 * ``unversioned(value)`` passes ``value`` through but leaves it out of the hash, as does a
   dataclass field declared with ``unversioned_field(...)``.
+
+Marin's spellings name the same objects: ``InputName`` is ``OutputPathOf`` (``step / "f"``
+and ``step.cd("f")`` build one), ``OutputName`` is ``ThisOutputPath``, and
+``THIS_OUTPUT_PATH`` is ``this_output_path()``.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         load_experiment,
         steps_of,
     )
-    from marin.execution.graph import StepGraphError, topological_order
+    from marin.execution.graph import StepGraphError, StepOrder
     from marin.execution.overrides import OverrideError, split_override_args
 
     err = Console(stderr=True)
@@ -279,9 +279,8 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         return 2
     try:
         module = load_experiment(args.experiment)
-        steps = steps_of(module)
-        overrides, rest = split_override_args(
-            extra, lambda: [s.name for s in topological_order(steps)])
+        order = StepOrder.of(steps_of(module))  # the one walk over the steps' configs
+        overrides, rest = split_override_args(extra, order.names)
     except (ExperimentError, OverrideError, StepGraphError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
@@ -301,7 +300,7 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         options.lease_ttl = args.lease_ttl
     options.ray_address = args.ray_address
     options.all = args.all
-    return run_with_options(steps, options, overrides, spelling="cli")
+    return run_with_options(order, options, overrides, spelling="cli")
 
 
 def _preflight(module, args: argparse.Namespace) -> str | None:

@@ -32,7 +32,7 @@ from marin.execution.executor import (
     check_positive,
     signals_interrupt,
 )
-from marin.execution.graph import StepGraphError, check_steps, topological_order
+from marin.execution.graph import StepGraph, StepGraphError, StepOrder
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.overrides import OverrideError, apply_overrides, split_override_args
 from marin.execution.step import ExecutorStep
@@ -87,13 +87,12 @@ def executor_main(steps: Sequence[ExecutorStep], description: str | None = None,
     """
     argv = list(sys.argv[1:] if args is None else args)
     try:
-        check_steps(steps)
-        overrides, rest = split_override_args(
-            argv, lambda: [s.name for s in topological_order(list(steps))])
+        order = StepOrder.of(steps)  # the one walk over the steps' configs
+        overrides, rest = split_override_args(argv, order.names)
     except (OverrideError, StepGraphError, TypeError) as e:
         _fail_usage(str(e))
     options = _parse_options(rest)
-    code = run_with_options(steps, options, overrides, description)
+    code = run_with_options(order, options, overrides, description)
     if code:
         sys.exit(code)
 
@@ -156,11 +155,14 @@ def _check_options(options: ExecutorMainConfig, spelling: str) -> None:
     check_positive(f"--lease{dash}ttl", options.lease_ttl)
 
 
-def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
+def run_with_options(steps: Sequence[ExecutorStep] | StepOrder, options: ExecutorMainConfig,
                      overrides: dict[str, str] | None = None,
                      description: str | None = None, spelling: str = "draccus") -> int:
     """Plan or run ``steps`` as ``options`` say; returns the process exit code. ``spelling``
-    ("draccus" or "cli") names options in messages the way the user typed them."""
+    ("draccus" or "cli") names options in messages the way the user typed them.
+
+    The steps are walked once (``StepOrder``), the overrides applied to that walk, and the
+    result hashed once into the ``StepGraph`` that is planned and run."""
     from rich.console import Console
 
     from marin.execution.render import print_plan, print_result
@@ -172,14 +174,16 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
     try:
         _check_options(options, spelling)
         prefix = resolve_prefix(options.prefix)
-        steps = apply_overrides(steps, overrides or {}, prefix)
+        order = steps if isinstance(steps, StepOrder) else StepOrder.of(steps)
+        order = apply_overrides(order, overrides or {}, prefix)
         executor = Executor(prefix, options.max_concurrent,
                             options.backend, lease_ttl=options.lease_ttl,
                             runner_options=_runner_options(options))
         for warning in executor.prefix_warnings():
             out.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        graph: StepGraph = executor.graph(order)
         if options.dry_run:
-            plan = executor.plan(steps, options.run_only, options.force_run_failed,
+            plan = executor.plan(graph, options.run_only, options.force_run_failed,
                                  force_run=options.force_run, spelling=spelling)
             if options.json:
                 print(json.dumps(plan.to_json(), indent=1, default=str))
@@ -195,7 +199,7 @@ def run_with_options(steps: Sequence[ExecutorStep], options: ExecutorMainConfig,
         progress = SilentProgress() if options.json and not out.is_terminal else \
             progress_for(out)
         with _stdout_to_stderr(options.json), signals_interrupt():
-            result = executor.run(steps, options.run_only, options.force_run_failed, progress,
+            result = executor.run(graph, options.run_only, options.force_run_failed, progress,
                                   force_run=options.force_run, spelling=spelling)
     except (UnhashableConfigError, StepGraphError, OverrideError, StorageError,
             ValueError, ConnectionError) as e:

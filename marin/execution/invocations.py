@@ -93,7 +93,8 @@ class _InvocationRecorder:
         self._inner.step_finished(entry, outcome)
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
-        self._outcomes[entry.node.key] = {"outcome": StepState.BLOCKED.value, "seconds": 0.0, "error": reason}
+        self._outcomes[entry.node.key] = {"outcome": StepState.BLOCKED.value, "seconds": 0.0,
+                                          "error": reason}
         self._inner.step_blocked(entry, reason)
 
     def run_finished(self) -> None:

@@ -132,7 +132,8 @@ class LineProgress:
         self._eta.finished(entry.node.key, outcome.state.is_done)
         detail = f": {outcome.error}" if outcome.error else ""
         detail += f" ({outcome.note})" if outcome.note else ""
-        self._line(f"{_LABEL.get(outcome.state, outcome.state.value):<7} {entry.node.key} in {outcome.seconds:.1f}s"
+        label = _LABEL.get(outcome.state, outcome.state.value)
+        self._line(f"{label:<7} {entry.node.key} in {outcome.seconds:.1f}s"
                    f"{detail}  [{self._eta.describe()}]")
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
@@ -177,7 +178,8 @@ class LiveProgress:
             self._done += 1
         else:
             self._failed += 1
-            self.console.print(f"[red]{_LABEL.get(outcome.state, outcome.state.value)}[/] {entry.node.key}: "
+            label = _LABEL.get(outcome.state, outcome.state.value)
+            self.console.print(f"[red]{label}[/] {entry.node.key}: "
                                f"{outcome.error or ''}")
         self._refresh()
 

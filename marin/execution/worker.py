@@ -44,6 +44,7 @@ from marin.execution.status import (
 )
 from marin.storage import Blob, Storage, get_storage, scheme_of
 
+
 @dataclass(frozen=True)
 class StepJob:
     """Everything a worker needs to run one step; picklable when ``fn`` and config are."""

@@ -182,7 +182,8 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
                 return cancelled if item.cancelled else _lost(job, storage, started)
             if not active.write_status(item, StepState.FAILED, error=_one_line(e), tb=tb):
                 return cancelled
-            return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started, _one_line(e), tb)
+            return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started,
+                               _one_line(e), tb)
         if item.cancelled:
             return cancelled
         if not lease.renew():

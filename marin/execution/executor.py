@@ -35,7 +35,7 @@ from marin.execution.status import (
     git_commit,
 )
 from marin.execution.step import ExecutorStep
-from marin.execution.worker import StepJob, StepOutcome, abandon_step
+from marin.execution.worker import StepJob, StepOutcome
 from marin.storage import get_storage
 
 logger = logging.getLogger("marin.executor")
@@ -325,10 +325,11 @@ class _Run:
         self.result.interrupt_signal = signum
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         reason = f"interrupted ({name})"
+        # The runner owns cancellation: it stops the jobs, marks their steps CANCELLED and
+        # releases their leases (see marin.execution.runners).
         self.runner.cancel_running(reason)
         for future, entry in self.in_flight.items():
             future.cancel()
-            abandon_step(entry.output_path, self.run_id, reason)
             self._add_result(entry, StepState.CANCELLED, error=reason)
         self.in_flight.clear()
 

@@ -315,9 +315,9 @@ def _finished_elsewhere(job: StepJob, blob: Blob | None) -> StepOutcome | None:
     return None
 
 
-def abandon_step(output_path: str, run_id: str, reason: str) -> None:
-    """Release a step this run still holds (its worker was stopped): CANCELLED status, no
-    lease. Does nothing when another executor holds the step."""
+def release_step(output_path: str, run_id: str, reason: str) -> None:
+    """Release a step whose worker a runner stopped from outside (killed its process):
+    CANCELLED status, no lease. Does nothing unless ``run_id`` holds the step's lease."""
     storage = get_storage(output_path)
     path = lease_path(output_path)
     blob = storage.read(path)

@@ -23,6 +23,7 @@ from typing import Any
 
 from marin.execution.graph import StepGraph, StepNode, StepOrder
 from marin.execution.invocations import record_invocation
+from marin.execution.observers import observed
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
 from marin.execution.progress import Progress, SilentProgress
 from marin.execution.runners import Runner, make_runner
@@ -218,10 +219,8 @@ class Executor:
             self.storage.check_writable(self.prefix)
         runner = self._runner or make_runner(self.backend, self.max_concurrent,
                                              **self.runner_options)
-        from marin.services.step_states import publishing  # logs and live states, when set
-
         progress = record_invocation(self.prefix, self.storage, progress or SilentProgress())
-        return _Run(self, plan, runner, publishing(progress)).execute()
+        return _Run(self, plan, runner, observed(progress)).execute()
 
 
 class _Run:

@@ -1,9 +1,10 @@
 """The decision code shared by dry runs and real runs: what to do with each step, and why.
 
-    plan = make_plan(graph, storage, PlanOptions(run_only=["train/.*"]))
+    graph = StepGraph.build(steps, prefix)
+    plan = make_plan(graph, prefix, get_storage(prefix), PlanOptions(run_only=["train/.*"]))
     for entry in plan.entries:
         print(entry.name, entry.action, entry.reason)   # "train/tiny  run  no output yet"
-    plan.totals()                                       # {"run": 1, "skip": 3, "wait": 0}
+    plan.totals()   # {"steps": 4, "run": 1, "skip": 3, "wait": 0, "estimated_flops": 0.0, ...}
 
 Reading is batched: one ``read_many`` for all status files, one ``exists_many`` for the
 outputs that SUCCESS statuses name, one ``read_many`` for the leases of steps that claim to

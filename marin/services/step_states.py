@@ -1,6 +1,7 @@
 """Live step states, published by executors to a cluster's KV service.
 
-    progress = publishing(progress)     # in Executor.run: a no-op unless a cluster is set
+    progress = publishing(progress)     # a run observer (entry point marin.run_observers):
+                                        # a no-op unless a cluster or a log service is set
     read_states(KVClient.connect(url))  # [{"step": ..., "state": "running", "host": ...}]
 
 A cluster is configured by $MARIN_KV (a KV service URL) or $MARIN_CLUSTER (a cluster name,

@@ -126,7 +126,8 @@ def add_options(parser: argparse.ArgumentParser, positionals: bool) -> None:
                                    else {"action": "extend", "nargs": "+"}), **common)
         else:
             parser.add_argument(*spellings(f.name), type=kind,
-                                metavar=f.name.split("_")[-1].upper(), **common)
+                                metavar={int: "N", float: "NUMBER"}.get(kind, f.name.upper()),
+                                **common)
 
 
 def normalize(args: Sequence[str], positionals: bool) -> list[str]:

@@ -14,6 +14,11 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["executor"]:
+        from marin.execution.options import normalize
+
+        argv = ["executor", *normalize(argv[1:], positionals=True)]
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
         parser.print_help()
@@ -36,25 +41,9 @@ def _parser() -> argparse.ArgumentParser:
                         description="Plan (--dry-run) or run the steps of an experiment file "
                         "or module. Extra --STEP.FIELD VALUE arguments override step configs.")
     ex.add_argument("experiment", nargs="?", help="path to an experiment file, or a module name")
-    ex.add_argument("--dry-run", action="store_true", help="show what would run and why; "
-                    "write nothing")
-    ex.add_argument("--prefix", help="output folder or URL (default: $MARIN_PREFIX, "
-                    "else ./local_store)")
-    ex.add_argument("--run-only", action="append", default=[], metavar="REGEX",
-                    help="run only matching steps and their dependencies (repeatable)")
-    ex.add_argument("--max-concurrent", type=_positive_int, help="steps running at once")
-    ex.add_argument("--backend", default="local", help="runner (default: local)")
-    ex.add_argument("--no-retry-failed", action="store_true",
-                    help="report steps that failed before instead of retrying them")
-    ex.add_argument("--lease-ttl", type=_positive_float, default=None,
-                    help="seconds before another executor takes over a silent step")
-    ex.add_argument("--force-run", action="append", default=[], metavar="REGEX",
-                    help="run matching steps again even if they succeeded (repeatable)")
-    ex.add_argument("--json", action="store_true", help="print the plan or result as JSON")
-    ex.add_argument("--all", action="store_true", help="with --dry-run: print every step, "
-                    "not a summary, for plans of more than 50 steps")
-    ex.add_argument("--ray-address", help="with --backend ray: the cluster to join "
-                    "(default: start a local one)")
+    from marin.execution.options import add_options
+
+    add_options(ex, positionals=True)  # the fields of ExecutorMainConfig, both spellings
     ex.add_argument("--yes", action="store_true", help="start even when the experiment's "
                     "preflight check finds it too large for this machine")
     ex.set_defaults(handler=_executor)
@@ -155,28 +144,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive, finite number, got {text}")
-    return value
-
-
 def _dashboard(args: argparse.Namespace, extra: list[str]) -> int:
     from marin.dashboard.server import main as dashboard_main
 
@@ -260,14 +227,15 @@ def _hardware_list(args: argparse.Namespace, extra: list[str]) -> int:
 def _executor(args: argparse.Namespace, extra: list[str]) -> int:
     from rich.console import Console
 
-    from marin.execution.executor_main import ExecutorMainConfig, run_with_options
+    from marin.execution.executor_main import run_with_options
     from marin.execution.experiments import (
         ExperimentError,
         find_experiments,
         load_experiment,
         steps_of,
     )
-    from marin.execution.graph import StepGraphError, topological_order
+    from marin.execution.graph import StepGraphError, StepOrder
+    from marin.execution.options import OptionsError, options_from
     from marin.execution.overrides import OverrideError, split_override_args
 
     err = Console(stderr=True)
@@ -279,40 +247,32 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         return 2
     try:
         module = load_experiment(args.experiment)
-        steps = steps_of(module)
-        overrides, rest = split_override_args(
-            extra, lambda: [s.name for s in topological_order(steps)])
-    except (ExperimentError, OverrideError, StepGraphError) as e:
+        order = StepOrder.of(steps_of(module))  # the one walk over the steps' configs
+        overrides, rest = split_override_args(extra, order.names)
+        options, rest = options_from(args, rest)
+    except (ExperimentError, OverrideError, StepGraphError, OptionsError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
     if rest:
         err.print(f"[bold red]error:[/] unrecognized arguments: {' '.join(rest)} (overrides "
                   "look like --STEP_NAME.field value)", highlight=False, soft_wrap=True)
         return 2
-    refusal = _preflight(module, args)
+    refusal = _preflight(module, options, args.yes)
     if refusal:
         err.print(f"[bold red]error:[/] {refusal}", highlight=False, soft_wrap=True)
         return 2
-    options = ExecutorMainConfig(prefix=args.prefix, dry_run=args.dry_run,
-                                 run_only=args.run_only, force_run_failed=not args.no_retry_failed,
-                                 max_concurrent=args.max_concurrent, backend=args.backend,
-                                 json=args.json, force_run=args.force_run)
-    if args.lease_ttl is not None:
-        options.lease_ttl = args.lease_ttl
-    options.ray_address = args.ray_address
-    options.all = args.all
-    return run_with_options(steps, options, overrides, spelling="cli")
+    return run_with_options(order, options, overrides, spelling="cli")
 
 
-def _preflight(module, args: argparse.Namespace) -> str | None:
+def _preflight(module, options, assume_yes: bool) -> str | None:
     """An experiment may define ``preflight(dry_run, assume_yes)``: on a dry run it prints a
     summary of its plan; on a real run it returns a refusal (one line) or None. It is not
     called with --json, whose output must stay JSON; on a local real run it always is."""
     preflight = getattr(module, "preflight", None)
-    if not callable(preflight) or (args.json and args.dry_run) or \
-            (not args.dry_run and args.backend != "local"):
+    if not callable(preflight) or (options.json and options.dry_run) or \
+            (not options.dry_run and options.backend != "local"):
         return None
-    return preflight(args.dry_run, args.yes)
+    return preflight(options.dry_run, assume_yes)
 
 
 if __name__ == "__main__":

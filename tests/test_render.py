@@ -65,7 +65,7 @@ def test_a_large_plan_prints_counts_per_family_and_folds_skipped_rows(tmp_path: 
         counts = expected.setdefault(family_of(e.name), Counter())
         counts["steps"] += 1
         counts[e.action] += 1
-        counts["failed"] += e.status is not None and e.status.value == "FAILED"
+        counts["failed"] += e.status is not None and e.status.stored == "FAILED"
     assert _family_rows(text) == {
         family: [c["steps"], c["run"], c["skip"], c["wait"], c["failed"]]
         for family, c in expected.items()}

@@ -22,10 +22,10 @@ from typing import Any
 
 from marin.execution.invocations import invocations_folder
 from marin.execution.lease import LeaseRecord
+from marin.execution.states import STORED_STATUSES
 from marin.execution.status import (
     CorruptRecordError,
     StatusRecord,
-    StepStatus,
     decode_info,
     info_path,
     lease_path,
@@ -361,7 +361,7 @@ def list_many(storage: Storage, paths: Sequence[str]) -> list[list[str]]:
         return list(pool.map(storage.list_dir, paths))
 
 
-_STATES = frozenset(s.value for s in StepStatus)
+_STATES = STORED_STATUSES
 
 
 def _status_fields(output_path: str, raw: bytes | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from marin.execution.executor_main import ExecutorMainConfig, executor_main
 from marin.execution.graph import StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.planning import Plan, PlanEntry
+from marin.execution.states import StepState
 from marin.execution.status import StepStatus
 from marin.execution.step import (
     THIS_OUTPUT_PATH,
@@ -46,6 +47,7 @@ __all__ = [
     "StepGraphError",
     "StepResources",
     "StepResult",
+    "StepState",
     "StepStatus",
     "UnhashableConfigError",
     "executor_main",

@@ -21,11 +21,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from marin.execution.graph import StepGraph, StepNode
+from marin.execution.graph import StepGraph, StepNode, StepOrder
 from marin.execution.invocations import record_invocation
+from marin.execution.observers import observed
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
 from marin.execution.progress import Progress, SilentProgress
 from marin.execution.runners import Runner, make_runner
+from marin.execution.states import StepState
 from marin.execution.status import (
     attempt_path,
     code_fingerprint,
@@ -43,7 +45,7 @@ from marin.execution.step import (  # Marin's import paths: marin.execution.exec
     unversioned,
     versioned,
 )
-from marin.execution.worker import StepJob, StepOutcome, abandon_step
+from marin.execution.worker import StepJob, StepOutcome
 from marin.storage import get_storage
 
 __all__ = [
@@ -70,13 +72,16 @@ logger = logging.getLogger("marin.executor")
 
 DEFAULT_LEASE_TTL = 60.0
 
+#: What ``Executor.plan`` and ``Executor.run`` take: steps, their walk, or their graph.
+Steps = Sequence[ExecutorStep] | StepOrder | StepGraph
+
 
 @dataclass
 class StepResult:
     name: str
     key: str
     output_path: str
-    state: str  # succeeded, reused, skipped, failed, lost_lease, cancelled, blocked
+    state: StepState
     seconds: float = 0.0
     error: str | None = None
     traceback: str | None = None
@@ -100,11 +105,10 @@ class RunResult:
 
     @property
     def failed(self) -> list[StepResult]:
-        return [s for s in self.steps
-                if s.state in ("failed", "lost_lease", "blocked", "cancelled")]
+        return [s for s in self.steps if s.state.is_failure]
 
-    def by_state(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
+    def by_state(self) -> dict[StepState, int]:
+        counts: dict[StepState, int] = {}
         for s in self.steps:
             counts[s.state] = counts.get(s.state, 0) + 1
         return counts
@@ -114,7 +118,7 @@ class RunResult:
         lines = [f"executor: {len(self.steps)} steps: {counts or 'nothing to do'}"]
         for s in self.failed:
             lines.append(f"  {s.state.upper()}: {s.key}: {s.error}")
-            if s.state == "failed":
+            if s.state is StepState.FAILED:
                 lines.append(f"      traceback in {s.output_path}/.executor_status")
         return "\n".join(lines)
 
@@ -209,19 +213,31 @@ class Executor:
         except OSError as e:
             return [f"could not check the bucket of {self.prefix}: {e}"]
 
-    def plan(self, steps: Sequence[ExecutorStep], run_only: Sequence[str] | None = None,
+    def graph(self, steps: Steps) -> StepGraph:
+        """``steps`` hashed and placed under this executor's prefix (a ``StepGraph`` built
+        for this prefix is used as it is)."""
+        if isinstance(steps, StepGraph):
+            if steps.prefix.rstrip("/") != self.prefix.rstrip("/"):
+                raise ValueError(f"the step graph was built for the prefix {steps.prefix}, "
+                                 f"not {self.prefix}; build it with this executor's prefix")
+            return steps
+        with _gc_paused():
+            return StepGraph.build(steps, self.prefix)
+
+    def plan(self, steps: Steps, run_only: Sequence[str] | None = None,
              force_run_failed: bool = True, *, force_run: Sequence[str] | None = None,
              spelling: str = "draccus") -> Plan:
-        """What a run would do and why; ``force_run`` (regular expressions) reruns matching
-        steps that succeeded before; ``spelling`` ("draccus" or "cli") names options in
-        messages the way the user typed them."""
+        """What a run would do and why; ``steps`` may be a list, a ``StepOrder`` or a
+        ``StepGraph`` (built once, planned as it is); ``force_run`` (regular expressions)
+        reruns matching steps that succeeded before; ``spelling`` ("draccus" or "cli")
+        names options in messages the way the user typed them."""
+        graph = self.graph(steps)
         with _gc_paused():
-            graph = StepGraph.build(steps, self.prefix)
             return make_plan(graph, self.prefix, self.storage,
                              PlanOptions(run_only=run_only, force_run_failed=force_run_failed,
                                          force_run=force_run, spelling=spelling))
 
-    def run(self, steps: Sequence[ExecutorStep], run_only: Sequence[str] | None = None,
+    def run(self, steps: Steps, run_only: Sequence[str] | None = None,
             force_run_failed: bool = True, progress: Progress | None = None, *,
             force_run: Sequence[str] | None = None, spelling: str = "draccus") -> RunResult:
         plan = self.plan(steps, run_only, force_run_failed, force_run=force_run,
@@ -232,10 +248,8 @@ class Executor:
             self.storage.check_writable(self.prefix)
         runner = self._runner or make_runner(self.backend, self.max_concurrent,
                                              **self.runner_options)
-        from marin.services.step_states import publishing  # logs and live states, when set
-
         progress = record_invocation(self.prefix, self.storage, progress or SilentProgress())
-        return _Run(self, plan, runner, publishing(progress)).execute()
+        return _Run(self, plan, runner, observed(progress)).execute()
 
 
 class _Run:
@@ -278,7 +292,7 @@ class _Run:
         return self.result
 
     def _record_skip(self, entry: PlanEntry) -> None:
-        state = "failed" if entry.refused_failure else "skipped"
+        state = StepState.FAILED if entry.refused_failure else StepState.SKIPPED
         error = entry.reason if entry.refused_failure else None
         self._add_result(entry, state, error=error)
         if entry.refused_failure:
@@ -304,10 +318,10 @@ class _Run:
         try:
             outcome = future.result()
         except Exception as e:  # the runner or the storage failed, not the step itself
-            outcome = StepOutcome(entry.node.key, "failed", 0.0, f"{type(e).__name__}: {e}")
+            outcome = StepOutcome(entry.node.key, StepState.FAILED, 0.0, f"{type(e).__name__}: {e}")
         self.progress.step_finished(entry, outcome)
         self._add_result(entry, outcome.state, outcome.seconds, outcome.error, outcome.traceback)
-        if outcome.state in ("succeeded", "reused"):
+        if outcome.state.is_done:
             for child in self.dependents[entry.node]:
                 if child in self.waiting_on:
                     self.waiting_on[child] -= 1
@@ -325,10 +339,10 @@ class _Run:
             entry = self.plan.entry_of(node)
             reason = f"dependency {failed.node.key} did not succeed"
             self.progress.step_blocked(entry, reason)
-            self._add_result(entry, "blocked", error=reason)
+            self._add_result(entry, StepState.BLOCKED, error=reason)
             stack.extend(self.dependents[node])
 
-    def _add_result(self, entry: PlanEntry, state: str, seconds: float = 0.0,
+    def _add_result(self, entry: PlanEntry, state: StepState, seconds: float = 0.0,
                     error: str | None = None, tb: str | None = None) -> None:
         self._settled.add(entry.node)
         self.result.steps.append(StepResult(entry.name, entry.node.key, entry.output_path,
@@ -339,11 +353,12 @@ class _Run:
         self.result.interrupt_signal = signum
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         reason = f"interrupted ({name})"
+        # The runner owns cancellation: it stops the jobs, marks their steps CANCELLED and
+        # releases their leases (see marin.execution.runners).
         self.runner.cancel_running(reason)
         for future, entry in self.in_flight.items():
             future.cancel()
-            abandon_step(entry.output_path, self.run_id, reason)
-            self._add_result(entry, "cancelled", error=reason)
+            self._add_result(entry, StepState.CANCELLED, error=reason)
         self.in_flight.clear()
 
     def _info(self, entry: PlanEntry, config: Any, fingerprint: str) -> dict[str, Any]:

@@ -18,6 +18,9 @@ from types import ModuleType
 
 from marin.execution.step import ExecutorStep
 
+#: Experiment files are loaded as modules named with this prefix and the file's stem.
+EXPERIMENT_MODULE_PREFIX = "marin_experiment_"
+
 
 class ExperimentError(ValueError):
     """The experiment cannot be found or does not define steps."""
@@ -78,7 +81,7 @@ def steps_of(module: ModuleType) -> list[ExecutorStep]:
 
 
 def _load_file(path: Path) -> ModuleType:
-    name = f"marin_experiment_{path.stem}"
+    name = f"{EXPERIMENT_MODULE_PREFIX}{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ExperimentError(f"cannot import experiment file {path}")

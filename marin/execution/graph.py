@@ -5,6 +5,9 @@
         print(node.key, node.output_path)   # "train/tiny-3f9c01ab", ".../train/tiny-3f9c01ab"
     config = graph.resolve_config(graph.nodes[-1])
 
+    order = StepOrder.of([train_step])      # the walk alone: names, order, dependencies
+    graph = StepGraph.build(order, prefix)  # hashes the steps without walking them again
+
 A step's version is the canonical JSON of its name and config, where every dependency
 appears as its own ``<name>-<hash>`` key; so the hash covers the dependency's version
 transitively, and never a path, a bucket or a region.
@@ -55,18 +58,42 @@ class StepNode:
         return f"StepNode({self.key})"
 
 
+@dataclass(frozen=True, eq=False)
+class StepOrder:
+    """Every step reachable from ``roots``, dependencies first, with each step's direct
+    dependencies: the one walk over the configs that an invocation makes. Overrides are
+    applied to it (``apply_overrides``) and ``StepGraph.build`` hashes it, neither walking
+    the configs again."""
+
+    roots: list[ExecutorStep]
+    steps: list[ExecutorStep]
+    dependencies: dict[int, list[ExecutorStep]]
+    """``id(step)``: the steps its config refers to (``steps`` keeps them alive)."""
+
+    @classmethod
+    def of(cls, roots: Sequence[ExecutorStep]) -> StepOrder:
+        check_steps(roots)
+        steps, deps = _ordered_with_dependencies(roots)
+        return cls(list(roots), steps, deps)
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.steps]
+
+
 class StepGraph:
     def __init__(self, nodes: list[StepNode], node_by_step: dict[int, StepNode],
-                 roots: list[StepNode], steps: list[ExecutorStep]):
+                 steps: list[ExecutorStep], prefix: str):
         self.nodes = nodes
-        self.roots = roots
+        self.prefix = prefix
         self._node_by_step = node_by_step
         self._steps = steps  # keeps every step alive, so the id() keys stay unique
 
     @classmethod
-    def build(cls, steps: Sequence[ExecutorStep], prefix: str) -> StepGraph:
-        check_steps(steps)
-        order, deps_of = _ordered_with_dependencies(steps)
+    def build(cls, steps: Sequence[ExecutorStep] | StepOrder, prefix: str) -> StepGraph:
+        """Hash ``steps`` (or an already walked ``StepOrder``) and place them under
+        ``prefix``."""
+        walked = steps if isinstance(steps, StepOrder) else StepOrder.of(steps)
+        order, deps_of = walked.steps, walked.dependencies
         node_by_step: dict[int, StepNode] = {}
         node_by_key: dict[str, StepNode] = {}
         version_by_name: dict[str, StepNode] = {}
@@ -84,8 +111,7 @@ class StepGraph:
             node_by_key[node.key] = node
             node_by_step[id(step)] = node
             nodes.append(node)
-        roots = list(dict.fromkeys(node_by_step[id(s)] for s in steps))
-        return cls(nodes, node_by_step, roots, order)
+        return cls(nodes, node_by_step, order, prefix)
 
     def node_of(self, step: ExecutorStep) -> StepNode:
         try:

@@ -25,6 +25,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from marin.execution.states import StepState
 from marin.execution.status import current_user, git_commit
 
 if TYPE_CHECKING:
@@ -86,13 +87,14 @@ class _InvocationRecorder:
         self._inner.step_started(entry)
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
-        self._outcomes[entry.node.key] = {"outcome": outcome.state,
+        self._outcomes[entry.node.key] = {"outcome": outcome.state.value,
                                           "seconds": round(outcome.seconds, 3),
                                           "error": outcome.error}
         self._inner.step_finished(entry, outcome)
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
-        self._outcomes[entry.node.key] = {"outcome": "blocked", "seconds": 0.0, "error": reason}
+        self._outcomes[entry.node.key] = {"outcome": StepState.BLOCKED.value, "seconds": 0.0,
+                                          "error": reason}
         self._inner.step_blocked(entry, reason)
 
     def run_finished(self) -> None:
@@ -103,7 +105,8 @@ class _InvocationRecorder:
         for step in self._record["steps"]:
             step.update(self._outcomes.get(step["key"], {}))
             if "outcome" not in step:
-                step["outcome"] = "skipped" if step["action"] == "skip" else "cancelled"
+                step["outcome"] = (StepState.SKIPPED if step["action"] == "skip"
+                                   else StepState.CANCELLED).value
             counts[step["outcome"]] = counts.get(step["outcome"], 0) + 1
         self._record.update(ended=time.time(), counts=counts)
         self._write()

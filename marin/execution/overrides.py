@@ -2,6 +2,7 @@
 
     python experiments/isoflop.py --train/tiny.optimizer.learning_rate 3e-3
     steps = apply_overrides(steps, {"train/tiny.optimizer.learning_rate": "3e-3"})
+    order = apply_overrides(StepOrder.of(steps), overrides)   # reuses the order's walk
 
 An override names a step and a dotted field path. The value is parsed as YAML and decoded
 by draccus to the field's declared type. The step gets a new config, and every step that
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from marin.execution.config_tree import map_leaves, with_fields
-from marin.execution.graph import dependencies_of, topological_order
+from marin.execution.graph import StepOrder, dependencies_of
 from marin.execution.step import (
     ExecutorStep,
     OutputPathOf,
@@ -71,14 +72,23 @@ def _names_a_step(key: str, names: set[str]) -> bool:
     return False
 
 
-def apply_overrides(steps: Sequence[ExecutorStep], overrides: dict[str, str],
-                    prefix: str | None = None) -> list[ExecutorStep]:
-    """``steps`` with ``overrides`` applied. With ``prefix``, an override that replaces an
+def apply_overrides(steps: Sequence[ExecutorStep] | StepOrder, overrides: dict[str, str],
+                    prefix: str | None = None) -> Any:
+    """``steps`` with ``overrides`` applied: a list for a list, a ``StepOrder`` for a
+    ``StepOrder`` (whose walk is reused). With ``prefix``, an override that replaces an
     output placeholder must name a path under ``prefix``, unless the field is declared with
     ``external_path_field``."""
+    given = steps if isinstance(steps, StepOrder) else None
     if not overrides:
-        return list(steps)
-    order = topological_order(steps)
+        return given if given is not None else list(steps)
+    walked = given if given is not None else StepOrder.of(steps)
+    new = _overridden(walked, overrides, prefix)
+    return new if given is not None else new.roots
+
+
+def _overridden(walked: StepOrder, overrides: dict[str, str], prefix: str | None
+                ) -> StepOrder:
+    order = walked.steps
     by_name = {s.name: s for s in order}
     per_step: dict[str, list[tuple[list[str], str]]] = {}
     for key, value in overrides.items():
@@ -88,15 +98,30 @@ def apply_overrides(steps: Sequence[ExecutorStep], overrides: dict[str, str],
                                 f"steps are: {', '.join(sorted(by_name))}")
         per_step.setdefault(name, []).append((key[len(name) + 1:].split("."), value))
     replaced: dict[int, ExecutorStep] = {}
+    new_order: list[ExecutorStep] = []
+    new_deps: dict[int, list[ExecutorStep]] = {}
+    dropped = False
     for step in order:
         config = step.config
-        if any(id(d) in replaced for d in dependencies_of(step)):
+        deps = walked.dependencies[id(step)]
+        if any(id(d) in replaced for d in deps):
             config = map_leaves(config, lambda leaf: _repoint(leaf, replaced))
         for path, value in per_step.get(step.name, []):
             config = _set_field(config, path, value, step.name, prefix)
+        new = step
         if config is not step.config:
-            replaced[id(step)] = step.with_config(config)
-    return [replaced.get(id(s), s) for s in steps]
+            new = replaced[id(step)] = step.with_config(config)
+        mapped = [replaced.get(id(d), d) for d in deps]
+        if step.name in per_step:  # a field set by value may have been a dependency
+            own = dependencies_of(new)
+            dropped |= len(own) != len(mapped)
+            mapped = own
+        new_order.append(new)
+        new_deps[id(new)] = mapped
+    roots = [replaced.get(id(s), s) for s in walked.roots]
+    if dropped:  # a dependency replaced by a value: what is still reachable, walked again
+        return StepOrder.of(roots)
+    return StepOrder(roots, new_order, new_deps)
 
 
 def _repoint(leaf: Any, replaced: dict[int, ExecutorStep]) -> Any:

@@ -1,9 +1,10 @@
 """The decision code shared by dry runs and real runs: what to do with each step, and why.
 
-    plan = make_plan(graph, storage, PlanOptions(run_only=["train/.*"]))
+    graph = StepGraph.build(steps, prefix)
+    plan = make_plan(graph, prefix, get_storage(prefix), PlanOptions(run_only=["train/.*"]))
     for entry in plan.entries:
         print(entry.name, entry.action, entry.reason)   # "train/tiny  run  no output yet"
-    plan.totals()                                       # {"run": 1, "skip": 3, "wait": 0}
+    plan.totals()   # {"steps": 4, "run": 1, "skip": 3, "wait": 0, "estimated_flops": 0.0, ...}
 
 Reading is batched: one ``read_many`` for all status files, one ``exists_many`` for the
 outputs that SUCCESS statuses name, one ``read_many`` for the leases of steps that claim to
@@ -24,10 +25,10 @@ from marin.execution.diff import FieldChange, diff_versions
 from marin.execution.graph import StepGraph, StepNode
 from marin.execution.hashing import HASH_LENGTH
 from marin.execution.lease import LeaseRecord
+from marin.execution.states import StepState
 from marin.execution.status import (
     CorruptRecordError,
     StatusRecord,
-    StepStatus,
     code_fingerprint,
     decode_info,
     info_path,
@@ -76,7 +77,7 @@ class PlanEntry:
     node: StepNode
     action: Action
     reason: str
-    status: StepStatus | None = None
+    status: StepState | None = None
     status_record: StatusRecord | None = None
     changed_fields: list[FieldChange] = field(default_factory=list)
     previous_output: str | None = None
@@ -159,14 +160,14 @@ def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOpti
     for node, blob in zip(nodes, statuses, strict=True):
         entry = _decide_from_status(node, None if blob is None else blob.data, options,
                                     fingerprints)
-        if node not in selected and entry.status is not StepStatus.SUCCESS:
+        if node not in selected and entry.status is not StepState.SUCCEEDED:
             entry = PlanEntry(node, "skip", f"not selected by {options.flag('run_only')}",
                               entry.status, entry.status_record, warnings=entry.warnings)
         elif node in forced and entry.action == "skip":
             entry = PlanEntry(node, "run", f"forced by {options.flag('force_run')}",
                               entry.status, entry.status_record, warnings=entry.warnings,
                               rerun=True)
-        if entry.status is StepStatus.RUNNING and entry.action == "run":
+        if entry.status is StepState.RUNNING and entry.action == "run":
             running.append(entry)
         entries.append(entry)
     _check_outputs([e for e in entries if e.action == "skip" and e.status_record is not None
@@ -230,7 +231,7 @@ def _decide_from_status(node: StepNode, raw: bytes | None, options: PlanOptions,
         logger.warning(warning)
         return PlanEntry(node, "run", "status file unreadable", warnings=[warning])
     status = record.status
-    if status is StepStatus.SUCCESS:
+    if status is StepState.SUCCEEDED:
         entry = PlanEntry(node, "skip", "already succeeded", status, record)
         fn = node.step.fn
         fingerprint = fingerprints.get(id(fn))
@@ -244,14 +245,14 @@ def _decide_from_status(node: StepNode, raw: bytes | None, options: PlanOptions,
                 "to run it again."
             )
         return entry
-    if status is StepStatus.FAILED:
+    if status is StepState.FAILED:
         first_line = (record.error or "unknown error").strip().splitlines()[0]
         if not options.force_run_failed:
             return PlanEntry(node, "skip", f"failed before ({first_line}); not retried because "
                              f"{options.flag('no_retry')}", status, record,
                              refused_failure=True)
         return PlanEntry(node, "run", f"failed before: {first_line}", status, record)
-    if status is StepStatus.CANCELLED:
+    if status is StepState.CANCELLED:
         return PlanEntry(node, "run", "cancelled before it finished", status, record)
     return PlanEntry(node, "run", "running (lease to be checked)", status, record)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from marin.execution.states import StepState
+
 if TYPE_CHECKING:  # rich is imported when a run shows progress, not with the executor
     from rich.console import Console, Group
     from rich.live import Live
@@ -33,8 +35,9 @@ class SilentProgress:
     def run_finished(self) -> None: ...
 
 
-_SYMBOL = {"succeeded": "done", "reused": "reused", "failed": "FAILED",
-           "lost_lease": "LOST LEASE", "cancelled": "cancelled"}
+#: How a line or the live table labels each outcome.
+_LABEL = {StepState.SUCCEEDED: "done", StepState.REUSED: "reused", StepState.FAILED: "FAILED",
+          StepState.LOST_LEASE: "LOST LEASE", StepState.CANCELLED: "cancelled"}
 
 
 class FlopEta:
@@ -126,10 +129,11 @@ class LineProgress:
         self._line(f"start   {entry.node.key}  ({entry.reason})")
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
-        self._eta.finished(entry.node.key, outcome.state in ("succeeded", "reused"))
+        self._eta.finished(entry.node.key, outcome.state.is_done)
         detail = f": {outcome.error}" if outcome.error else ""
         detail += f" ({outcome.note})" if outcome.note else ""
-        self._line(f"{_SYMBOL[outcome.state]:<7} {entry.node.key} in {outcome.seconds:.1f}s"
+        label = _LABEL.get(outcome.state, outcome.state.value)
+        self._line(f"{label:<7} {entry.node.key} in {outcome.seconds:.1f}s"
                    f"{detail}  [{self._eta.describe()}]")
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
@@ -169,12 +173,13 @@ class LiveProgress:
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
         self._running.pop(entry.node.key, None)
-        self._eta.finished(entry.node.key, outcome.state in ("succeeded", "reused"))
-        if outcome.state in ("succeeded", "reused"):
+        self._eta.finished(entry.node.key, outcome.state.is_done)
+        if outcome.state.is_done:
             self._done += 1
         else:
             self._failed += 1
-            self.console.print(f"[red]{_SYMBOL[outcome.state]}[/] {entry.node.key}: "
+            label = _LABEL.get(outcome.state, outcome.state.value)
+            self.console.print(f"[red]{label}[/] {entry.node.key}: "
                                f"{outcome.error or ''}")
         self._refresh()
 

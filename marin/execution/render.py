@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from marin.execution.planning import Plan, PlanEntry
-from marin.execution.status import StepStatus
+from marin.execution.states import StepState
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -129,7 +129,7 @@ def summarize(plan: Plan, rows: int = SUMMARY_ROWS) -> PlanSummary:
             counts = families[family] = FamilyCounts(family)
         counts.steps += 1
         counts.actions[entry.action] += 1
-        counts.failed += entry.status is StepStatus.FAILED
+        counts.failed += entry.status is StepState.FAILED
         if is_listed(entry):
             if len(listed) < rows:
                 listed.append(entry)

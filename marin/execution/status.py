@@ -1,8 +1,8 @@
 """What is stored next to each step's output: ``.executor_status`` and ``.executor_info``.
 
-    record = StatusRecord(StepStatus.SUCCESS, run_id="r1", code_fingerprint="ab12...")
-    storage.write(status_path(output), record.encode())
-    StatusRecord.decode(storage.read(status_path(output)).data).status  # StepStatus.SUCCESS
+    record = StatusRecord(StepState.SUCCEEDED, run_id="r1", code_fingerprint="ab12...")
+    storage.write(status_path(output), record.encode())   # {"status": "SUCCESS", ...}
+    StatusRecord.decode(storage.read(status_path(output)).data).status  # StepState.SUCCEEDED
 
 A status or info file that cannot be parsed is reported and treated as absent: the step
 runs again, and its output is never deleted.
@@ -25,6 +25,7 @@ from typing import Any
 
 from marin.execution.config_tree import ConfigVisitor, Kind
 from marin.execution.lease import host_name
+from marin.execution.states import StepState
 from marin.execution.step import join_path
 
 STATUS_FILE = ".executor_status"
@@ -33,11 +34,8 @@ LEASE_FILE = ".executor_lease"
 ATTEMPTS_FOLDER = ".attempts"
 
 
-class StepStatus(enum.StrEnum):
-    RUNNING = "RUNNING"
-    SUCCESS = "SUCCESS"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
+#: The earlier name of ``StepState``; ``StepStatus.SUCCESS`` is ``StepState.SUCCEEDED``.
+StepStatus = StepState
 
 
 class CorruptRecordError(ValueError):
@@ -46,7 +44,9 @@ class CorruptRecordError(ValueError):
 
 @dataclass(frozen=True)
 class StatusRecord:
-    status: StepStatus
+    status: StepState
+    """One of RUNNING, SUCCEEDED, FAILED, CANCELLED; stored in its own spelling
+    (``StepState.stored``)."""
     run_id: str = ""
     time: float = 0.0
     code_fingerprint: str = ""
@@ -64,7 +64,7 @@ class StatusRecord:
 
     def encode(self) -> bytes:
         data = {f.name: getattr(self, f.name) for f in fields(self)}  # asdict deep-copies
-        data["status"] = self.status.value
+        data["status"] = self.status.stored
         return json.dumps(data, indent=1).encode()
 
     @classmethod
@@ -73,7 +73,7 @@ class StatusRecord:
             # Decoding first spares json.loads its encoding detection on bytes.
             data = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
             return cls(
-                status=StepStatus(data["status"]),
+                status=StepState.from_stored(data["status"]),
                 run_id=str(data.get("run_id", "")),
                 time=float(data.get("time", 0.0)),
                 code_fingerprint=str(data.get("code_fingerprint", "")),
@@ -87,7 +87,7 @@ class StatusRecord:
             raise CorruptRecordError(f"not a valid status record ({e})") from e
 
     @classmethod
-    def now(cls, status: StepStatus, run_id: str, code_fingerprint: str,
+    def now(cls, status: StepState, run_id: str, code_fingerprint: str,
             error: str | None = None, traceback: str | None = None,
             outputs: list[str] | None = None) -> StatusRecord:
         return cls(status, run_id, time.time(), code_fingerprint, error, traceback,

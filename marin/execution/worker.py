@@ -1,7 +1,7 @@
 """Running one step under its lease: the part of the executor that a runner ships to a
 thread, a process or a Ray worker.
 
-    outcome = execute_step(job)     # StepOutcome(state="succeeded", seconds=12.3)
+    outcome = execute_step(job)     # StepOutcome(state=StepState.SUCCEEDED, seconds=12.3)
 
 The protocol, the same for every runner and every storage backend:
 
@@ -29,12 +29,12 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from marin.execution.lease import Lease, LeaseRecord
+from marin.execution.states import StepState
 from marin.execution.status import (
     StatusRecord,
-    StepStatus,
     attempt_path,
     attempts_folder,
     encode_info,
@@ -43,8 +43,6 @@ from marin.execution.status import (
     status_path,
 )
 from marin.storage import Blob, Storage, get_storage, scheme_of
-
-OutcomeState = Literal["succeeded", "reused", "failed", "lost_lease", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,8 @@ class StepJob:
 @dataclass(frozen=True)
 class StepOutcome:
     key: str
-    state: OutcomeState
+    state: StepState
+    """SUCCEEDED, REUSED, FAILED, LOST_LEASE or CANCELLED."""
     seconds: float = 0.0
     error: str | None = None
     traceback: str | None = None
@@ -126,7 +125,7 @@ class ActiveSteps:
         with self._changed:
             self._steps.pop(key, None)
 
-    def write_status(self, item: _Active, status: StepStatus, **fields: Any) -> bool:
+    def write_status(self, item: _Active, status: StepState, **fields: Any) -> bool:
         """Write ``item``'s status unless the step was cancelled; False if it was."""
         with item.lock:
             if item.cancelled:
@@ -144,7 +143,7 @@ class ActiveSteps:
             with item.lock:
                 item.cancelled = True
                 if item.lease.held and item.lease.renew():
-                    _write_status(item, StepStatus.CANCELLED, error=reason)
+                    _write_status(item, StepState.CANCELLED, error=reason)
                 item.lease.release()
         return [a.job.key for a in active]
 
@@ -159,7 +158,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
     waiting = _acquire_or_finish(item, active)
     if waiting is not None:
         return waiting
-    cancelled = StepOutcome(job.key, "cancelled")
+    cancelled = StepOutcome(job.key, StepState.CANCELLED)
     try:
         blob = storage.read(status_path(job.output_path))
         done = _finished_elsewhere(job, blob)
@@ -168,7 +167,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         # No status and a lease created afresh: no earlier attempt can have left a folder.
         fresh = blob is None and lease.took_over_from is None
         storage.write(info_path(job.output_path), encode_info(job.info))
-        if not active.write_status(item, StepStatus.RUNNING):
+        if not active.write_status(item, StepState.RUNNING):
             return cancelled
         lease.start_heartbeat()
         attempt = attempt_path(job.output_path, job.run_id)
@@ -181,27 +180,28 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
             tb = traceback.format_exc()
             if not lease.renew():  # never overwrite the status of a step someone took over
                 return cancelled if item.cancelled else _lost(job, storage, started)
-            if not active.write_status(item, StepStatus.FAILED, error=_one_line(e), tb=tb):
+            if not active.write_status(item, StepState.FAILED, error=_one_line(e), tb=tb):
                 return cancelled
-            return StepOutcome(job.key, "failed", time.monotonic() - started, _one_line(e), tb)
+            return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started,
+                               _one_line(e), tb)
         if item.cancelled:
             return cancelled
         if not lease.renew():
             return _lost(job, storage, started)
         misdirected = _misdirected_output(attempt)
         if misdirected is not None:
-            if not active.write_status(item, StepStatus.FAILED, error=misdirected):
+            if not active.write_status(item, StepState.FAILED, error=misdirected):
                 return cancelled
-            return StepOutcome(job.key, "failed", time.monotonic() - started, misdirected)
+            return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started, misdirected)
         outputs = storage.move_tree(attempt, job.output_path)
-        if not active.write_status(item, StepStatus.SUCCESS, outputs=outputs):
+        if not active.write_status(item, StepState.SUCCEEDED, outputs=outputs):
             return cancelled  # CANCELLED: the next run redoes the step
         if outputs or not fresh or job.resume or storage.has_folders:
             storage.delete_tree(attempts_folder(job.output_path))
         notes = [] if outputs else [f"wrote no files under {job.output_path}"]
         if lease.took_over_from is not None:
             notes.append(takeover_note(lease.took_over_from, lease.took_over_reason))
-        return StepOutcome(job.key, "succeeded", time.monotonic() - started,
+        return StepOutcome(job.key, StepState.SUCCEEDED, time.monotonic() - started,
                            note="; ".join(notes) or None)
     finally:
         lease.release()
@@ -224,7 +224,7 @@ def _misdirected_output(attempt: str) -> str | None:
 
 def _lost(job: StepJob, storage: Storage, started: float) -> StepOutcome:
     storage.delete_tree(attempt_path(job.output_path, job.run_id))
-    return StepOutcome(job.key, "lost_lease", time.monotonic() - started,
+    return StepOutcome(job.key, StepState.LOST_LEASE, time.monotonic() - started,
                        "the step's lease was taken over by another executor while it ran; "
                        "this attempt's files were discarded, never committed")
 
@@ -287,7 +287,7 @@ def _acquire_or_finish(item: _Active, active: ActiveSteps) -> StepOutcome | None
         return None  # the status is read again under the lease; no read before is needed
     while True:
         if active.cancelled.is_set():
-            return StepOutcome(job.key, "cancelled")
+            return StepOutcome(job.key, StepState.CANCELLED)
         done = _finished_elsewhere(job, storage.read(status_path(job.output_path)))
         if done is not None:
             return done
@@ -305,31 +305,31 @@ def _finished_elsewhere(job: StepJob, blob: Blob | None) -> StepOutcome | None:
     except ValueError:
         return None
     planned = job.planned_status is not None and record.same_as(job.planned_status)
-    if record.status is StepStatus.SUCCESS:
-        return None if planned and job.rerun else StepOutcome(job.key, "reused")
-    if record.status is StepStatus.FAILED and not planned and not job.rerun:
+    if record.status is StepState.SUCCEEDED:
+        return None if planned and job.rerun else StepOutcome(job.key, StepState.REUSED)
+    if record.status is StepState.FAILED and not planned and not job.rerun:
         # It failed after this run was planned, so during this invocation: report it once.
-        return StepOutcome(job.key, "failed", 0.0,
+        return StepOutcome(job.key, StepState.FAILED, 0.0,
                            f"failed in another executor ({record.run_id} on {record.host}): "
                            f"{record.error}", record.traceback)
     return None
 
 
-def abandon_step(output_path: str, run_id: str, reason: str) -> None:
-    """Release a step this run still holds (its worker was stopped): CANCELLED status, no
-    lease. Does nothing when another executor holds the step."""
+def release_step(output_path: str, run_id: str, reason: str) -> None:
+    """Release a step whose worker a runner stopped from outside (killed its process):
+    CANCELLED status, no lease. Does nothing unless ``run_id`` holds the step's lease."""
     storage = get_storage(output_path)
     path = lease_path(output_path)
     blob = storage.read(path)
     record = None if blob is None else LeaseRecord.decode(blob.data)
     if record is None or record.owner != run_id:
         return
-    status = StatusRecord.now(StepStatus.CANCELLED, run_id, "", error=reason)
+    status = StatusRecord.now(StepState.CANCELLED, run_id, "", error=reason)
     storage.write(status_path(output_path), status.encode())
     storage.delete_if_unchanged(path, blob.token)
 
 
-def _write_status(item: _Active, status: StepStatus, error: str | None = None,
+def _write_status(item: _Active, status: StepState, error: str | None = None,
                   tb: str | None = None, outputs: list[str] | None = None) -> None:
     record = StatusRecord.now(status, item.job.run_id, item.job.code_fingerprint, error, tb,
                               outputs)

@@ -1,6 +1,7 @@
 """Live step states, published by executors to a cluster's KV service.
 
-    progress = publishing(progress)     # in Executor.run: a no-op unless a cluster is set
+    progress = publishing(progress)     # a run observer (entry point marin.run_observers):
+                                        # a no-op unless a cluster or a log service is set
     read_states(KVClient.connect(url))  # [{"step": ..., "state": "running", "host": ...}]
 
 A cluster is configured by $MARIN_KV (a KV service URL) or $MARIN_CLUSTER (a cluster name,
@@ -21,6 +22,8 @@ import threading
 import time
 import uuid
 from typing import Any
+
+from marin.execution.states import StepState
 
 PREFIX = "steps/"
 _log = logging.getLogger("marin.services.step_states")
@@ -58,9 +61,9 @@ class _PublishingProgress:
         if url:
             self._thread.start()
 
-    def _publish(self, entry: Any, state: str, error: str | None = None) -> None:
+    def _publish(self, entry: Any, state: StepState, error: str | None = None) -> None:
         node = entry.node
-        value = {"step": node.key, "name": entry.name, "state": state,
+        value = {"step": node.key, "name": entry.name, "state": state.value,
                  "output_path": entry.output_path, "host": socket.gethostname(),
                  "pid": os.getpid(), "executor": self.executor, "updated": time.time(),
                  "error": error}
@@ -68,10 +71,10 @@ class _PublishingProgress:
             # Straight to the service, not through the root logger: the console already
             # shows progress its own way.
             self._handler.client.write_batch([{
-                "level": "ERROR" if error and state != "blocked" else "INFO",
+                "level": "ERROR" if error and state is not StepState.BLOCKED else "INFO",
                 "msg": f"step {node.key} {state}" + (f": {error}" if error else ""),
                 "source": "marin.executor", "output_path": entry.output_path,
-                "executor": self.executor, "state": state}])
+                "executor": self.executor, "state": state.value}])
         if self._url:
             self._queue.put((f"{PREFIX}{self.executor}/{node.key}", value))
 
@@ -99,7 +102,7 @@ class _PublishingProgress:
         self._inner.run_started(plan, pending)
 
     def step_started(self, entry: Any) -> None:
-        self._publish(entry, "running")
+        self._publish(entry, StepState.RUNNING)
         self._inner.step_started(entry)
 
     def step_finished(self, entry: Any, outcome: Any) -> None:
@@ -107,7 +110,7 @@ class _PublishingProgress:
         self._inner.step_finished(entry, outcome)
 
     def step_blocked(self, entry: Any, reason: str) -> None:
-        self._publish(entry, "blocked", reason)
+        self._publish(entry, StepState.BLOCKED, reason)
         self._inner.step_blocked(entry, reason)
 
     def run_finished(self) -> None:

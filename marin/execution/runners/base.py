@@ -1,4 +1,4 @@
-"""The runner interface: where step jobs execute.
+"""The runner interface: where step jobs execute (see ``marin.execution.runners``).
 
     runner = LocalRunner(max_concurrent=4)
     future = runner.submit(job, resources)     # concurrent.futures.Future[StepOutcome]
@@ -6,14 +6,18 @@
     runner.shutdown()
 
 A runner only places work; leases, statuses and retries are the worker's protocol
-(``marin.execution.worker``), so every runner gives the same guarantees.
+(``execute_step``), so every runner gives the same guarantees.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Protocol, runtime_checkable
+from types import ModuleType
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from marin.execution.experiments import EXPERIMENT_MODULE_PREFIX
 from marin.execution.step import StepResources
 from marin.execution.worker import StepJob, StepOutcome
 
@@ -21,13 +25,28 @@ from marin.execution.worker import StepJob, StepOutcome
 @runtime_checkable
 class Runner(Protocol):
     name: str
+    options: ClassVar[Mapping[str, str]]
+    """The runner options it accepts (``--runner-option KEY=VALUE``), each with its help;
+    the values arrive as keyword arguments of the constructor, as strings from the command
+    line."""
 
     def submit(self, job: StepJob, resources: StepResources) -> Future[StepOutcome]:
         """Start ``job`` once capacity allows; the future holds its outcome."""
         ...
 
     def cancel_running(self, reason: str) -> list[str]:
-        """Stop tracking in-flight jobs: mark them CANCELLED, release their leases."""
+        """Stop every job started and drop the queued ones; when it returns, each stopped
+        step's status is CANCELLED and no lease of its jobs is left. Returns their keys."""
         ...
 
     def shutdown(self) -> None: ...
+
+
+def unimportable_module(fn: Callable[..., Any]) -> ModuleType | None:
+    """The module defining ``fn`` when another process cannot import it by name: an
+    experiment file that ``marin executor`` loaded under a private name. A runner that ships
+    jobs to other processes pickles such a module by value (cloudpickle)."""
+    name = getattr(fn, "__module__", "") or ""
+    if not name.startswith(EXPERIMENT_MODULE_PREFIX):
+        return None
+    return sys.modules.get(name)

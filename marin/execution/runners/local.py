@@ -2,9 +2,9 @@
 
     runner = LocalRunner(max_concurrent=2)
 
-The threads are daemons: after Ctrl-C the executor marks in-flight steps CANCELLED and
-releases their leases, and the process exits without waiting for step functions that
-cannot be interrupted.
+The threads are daemons: after Ctrl-C, ``cancel_running`` marks in-flight steps CANCELLED
+and releases their leases (``ActiveSteps``), and the process exits without waiting for
+step functions that cannot be interrupted.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from marin.execution.worker import ActiveSteps, StepJob, StepOutcome, execute_st
 
 class LocalRunner:
     name = "local"
+    options: dict[str, str] = {}
 
     def __init__(self, max_concurrent: int = 1):
         if max_concurrent < 1:
@@ -41,6 +42,20 @@ class LocalRunner:
         return future
 
     def cancel_running(self, reason: str) -> list[str]:
+        """Queued jobs never start; running ones are marked CANCELLED, their leases
+        released, and their workers can take no lease and write no status again."""
+        stops = 0
+        while True:  # drain the queue, so no queued job starts after this
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stops += 1
+            else:
+                item[1].cancel()
+        for _ in range(stops):  # a shutdown's stop signals stay
+            self._queue.put(None)
         return self._active.cancel_all(reason)
 
     def shutdown(self) -> None:

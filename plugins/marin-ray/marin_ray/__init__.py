@@ -1,6 +1,7 @@
 """Run each step as a Ray task.
 
-    marin executor --backend ray --ray-address 10.0.0.2:6379 experiments/isoflop_3e19.py
+    marin executor --backend ray --runner-option address=10.0.0.2:6379 experiments/x.py
+    marin executor --backend ray --ray-address 10.0.0.2:6379 experiments/x.py   # the same
     Executor(prefix, backend="ray", runner_options={"address": "auto"})
 
 A step's ``StepResources`` become the task's resources: ``num_cpus``, ``num_gpus``,
@@ -10,13 +11,15 @@ worker protocol (lease, status, heartbeat), so a Ray run and a local run on one 
 run each step once. Without an address, a local Ray instance is started on 127.0.0.1.
 ``runtime_env`` (a Ray runtime environment: environment variables, working dir, packages)
 applies to every step task.
+
+The plugin uses only marin's runner API (``marin.execution.runners``). It owns cancellation:
+``cancel_running`` cancels the Ray tasks and releases their steps (CANCELLED, no lease).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -24,8 +27,14 @@ from typing import Any
 
 import ray
 
-from marin.execution.step import StepResources
-from marin.execution.worker import StepJob, StepOutcome, execute_step
+from marin.execution.runners import (
+    StepJob,
+    StepOutcome,
+    StepResources,
+    execute_step,
+    release_step,
+    unimportable_module,
+)
 
 
 class RayConnectionError(ConnectionError):
@@ -60,6 +69,11 @@ def with_service_env(runtime_env: dict[str, Any] | None) -> dict[str, Any] | Non
 
 class RayRunner:
     name = "ray"
+    options = {
+        "address": "the Ray cluster to join: HOST:PORT of the head node, or auto "
+                   "(default: start a local Ray instance)",
+        "runtime_env": "a Ray runtime environment for every step task (programmatic use)",
+    }
 
     def __init__(self, max_concurrent: int = 1, address: str | None = None,
                  runtime_env: dict[str, Any] | None = None):
@@ -67,7 +81,7 @@ class RayRunner:
         self._address = address
         self._lock = threading.Lock()
         self._queue: deque[tuple[StepJob, StepResources, Future[StepOutcome]]] = deque()
-        self._running: dict[Any, Future[StepOutcome]] = {}
+        self._running: dict[Any, tuple[StepJob, Future[StepOutcome]]] = {}
         self._started_ray = False
         self._connect()
         self._remote = ray.remote(_run_step)
@@ -101,11 +115,15 @@ class RayRunner:
 
     def cancel_running(self, reason: str) -> list[str]:
         with self._lock:
-            running = list(self._running)
+            running = list(self._running.items())
+            for _, _, future in self._queue:
+                future.cancel()
             self._queue.clear()
-        for ref in running:
+        for ref, _ in running:
             ray.cancel(ref, force=True)
-        return []  # the executor releases their leases and marks them CANCELLED
+        for _, (job, _) in running:  # a killed task cannot release its own lease
+            release_step(job.output_path, job.run_id, reason)
+        return [job.key for _, (job, _) in running]
 
     def shutdown(self) -> None:
         if self._started_ray and not self._address:
@@ -122,12 +140,12 @@ class RayRunner:
                 if self._runtime_env:
                     options["runtime_env"] = self._runtime_env
                 ref = self._remote.options(**options).remote(job)
-                self._running[ref] = future
+                self._running[ref] = (job, future)
                 ref.future().add_done_callback(lambda f, ref=ref: self._finished(ref, f))
 
     def _finished(self, ref: Any, done: Future) -> None:
         with self._lock:
-            future = self._running.pop(ref, None)
+            _, future = self._running.pop(ref, (None, None))
         if future is not None:
             error = done.exception()
             if error is not None:
@@ -164,8 +182,6 @@ def _pickle_experiment_by_value(job: StepJob) -> None:
     import; ship their code by value instead."""
     from ray import cloudpickle
 
-    module_name = getattr(job.fn, "__module__", "")
-    if module_name.startswith("marin_experiment_") or module_name == "__main__":
-        module = sys.modules.get(module_name)
-        if module is not None and module_name != "__main__":
-            cloudpickle.register_pickle_by_value(module)
+    module = unimportable_module(job.fn)
+    if module is not None:
+        cloudpickle.register_pickle_by_value(module)

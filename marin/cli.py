@@ -227,6 +227,7 @@ def _hardware_list(args: argparse.Namespace, extra: list[str]) -> int:
 def _executor(args: argparse.Namespace, extra: list[str]) -> int:
     from rich.console import Console
 
+    from marin.execution.executor import gc_paused
     from marin.execution.executor_main import run_with_options
     from marin.execution.experiments import (
         ExperimentError,
@@ -246,8 +247,9 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
                   f"found:\n{listing}", highlight=False, soft_wrap=True)
         return 2
     try:
-        module = load_experiment(args.experiment)
-        order = StepOrder.of(steps_of(module))  # the one walk over the steps' configs
+        with gc_paused():  # the experiment's steps, then the one walk over their configs
+            module = load_experiment(args.experiment)
+            order = StepOrder.of(steps_of(module))
         overrides, rest = split_override_args(extra, order.names)
         options, rest = options_from(args, rest)
     except (ExperimentError, OverrideError, StepGraphError, OptionsError) as e:

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from marin.execution.executor import Executor, check_positive, signals_interrupt
+from marin.execution.executor import Executor, check_positive, gc_paused, signals_interrupt
 from marin.execution.graph import StepGraph, StepGraphError, StepOrder
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.options import ExecutorMainConfig, OptionsError, parse_options
@@ -51,7 +51,8 @@ def executor_main(steps: Sequence[ExecutorStep], description: str | None = None,
     """
     argv = list(sys.argv[1:] if args is None else args)
     try:
-        order = StepOrder.of(steps)  # the one walk over the steps' configs
+        with gc_paused():
+            order = StepOrder.of(steps)  # the one walk over the steps' configs
         overrides, rest = split_override_args(argv, order.names)
     except (OverrideError, StepGraphError, TypeError) as e:
         _fail_usage(str(e))
@@ -93,26 +94,27 @@ def run_with_options(steps: Sequence[ExecutorStep] | StepOrder, options: Executo
         out.width = 160  # tables in logs and pipes keep their columns
     _configure_logging(out)
     try:
-        _check_options(options, spelling)
-        prefix = resolve_prefix(options.prefix)
-        order = steps if isinstance(steps, StepOrder) else StepOrder.of(steps)
-        order = apply_overrides(order, overrides or {}, prefix)
-        executor = Executor(prefix, options.max_concurrent,
-                            options.backend, lease_ttl=options.lease_ttl,
-                            runner_options=options.runner_options)
-        for warning in executor.prefix_warnings():
-            out.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-        graph: StepGraph = executor.graph(order)
-        if options.dry_run:
-            plan = executor.plan(graph, options.run_only, options.force_run_failed,
-                                 force_run=options.force_run, spelling=spelling)
-            if options.json:
-                print(json.dumps(plan.to_json(), indent=1, default=str))
-            else:
-                if description:
-                    out.print(f"[bold]{description}[/]")
-                print_plan(plan, out, options.show_skipped, show_all=options.all)
-            return 0
+        with gc_paused():
+            _check_options(options, spelling)
+            prefix = resolve_prefix(options.prefix)
+            order = steps if isinstance(steps, StepOrder) else StepOrder.of(steps)
+            order = apply_overrides(order, overrides or {}, prefix)
+            executor = Executor(prefix, options.max_concurrent,
+                                options.backend, lease_ttl=options.lease_ttl,
+                                runner_options=options.runner_options)
+            for warning in executor.prefix_warnings():
+                out.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+            graph: StepGraph = executor.graph(order)
+            if options.dry_run:
+                plan = executor.plan(graph, options.run_only, options.force_run_failed,
+                                     force_run=options.force_run, spelling=spelling)
+                if options.json:
+                    print(json.dumps(plan.to_json(), indent=1, default=str))
+                else:
+                    if description:
+                        out.print(f"[bold]{description}[/]")
+                    print_plan(plan, out, options.show_skipped, show_all=options.all)
+                return 0
         if description and not options.json:
             out.print(f"[bold]{description}[/]")
         from marin.execution.progress import SilentProgress, progress_for

@@ -14,6 +14,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Protocol, runtime_checkable
 
+from marin import registry
 from marin.execution.step import StepResources
 from marin.execution.worker import StepJob, StepOutcome
 
@@ -31,3 +32,9 @@ class Runner(Protocol):
         ...
 
     def shutdown(self) -> None: ...
+
+
+registry.declare_group(
+    "marin.runners", expected="a runner class with submit(job, resources), "
+    "cancel_running(reason) and shutdown() methods",
+    fits=registry.has_methods("submit", "cancel_running", "shutdown", classes_only=True))

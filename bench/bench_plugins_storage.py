@@ -36,7 +36,7 @@ def bench_help() -> None:
     import_cli = _wall([py, "-c", "import marin.cli"])
     help_ = _wall([py, "-m", "marin.cli", "--help"])
     discover = _wall([py, "-c", "from marin import registry; "
-                      "[registry.available(g) for g in registry.GROUPS]"])
+                      "[registry.available(g) for g in registry.groups()]"])
     load_all = _wall([py, "-c", "from marin import registry; registry.check_all()"], 3)
     print(f"python -c pass:                  {bare * 1e3:7.0f} ms")
     print(f"import marin.cli:                {import_cli * 1e3:7.0f} ms")

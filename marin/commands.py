@@ -31,7 +31,7 @@ def plugins_list(as_json: bool, load: bool = True) -> int:
     if load:
         reports = registry.check_all()
     else:
-        reports = [registry.PluginReport(s, "not loaded") for g in sorted(registry.GROUPS)
+        reports = [registry.PluginReport(s, "not loaded") for g in registry.groups()
                    for s in registry.available(g)]
     if as_json:
         print(json.dumps([r.to_json() for r in reports], indent=1))

@@ -71,3 +71,11 @@ def s3_bucket(s3_endpoint: str, monkeypatch) -> Iterator[str]:
     reset_storage_instances()
     yield f"s3://{servers.create_s3_bucket(s3_endpoint)}"
     reset_storage_instances()
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """A BPE tokenizer and a token cache of real text (tests/helpers/training.py)."""
+    from tests.helpers.training import build_cache
+
+    return build_cache(tmp_path_factory.mktemp("train-data"))

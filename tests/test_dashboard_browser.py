@@ -28,7 +28,7 @@ from marin.processing.tokenize import (
 from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
 from marin.training import TrainLmConfig, train_lm
 from tests.dashboard_support import browser, invocation_records, running_dashboard, status_of
-from tests.test_tokenize import plays
+from tests.helpers.corpus import plays
 
 pytestmark = pytest.mark.slow
 

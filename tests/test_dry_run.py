@@ -9,7 +9,7 @@ from marin.execution import ComputeEstimate, Executor, ExecutorStep, StepStatus,
 from marin.execution.lease import LeaseRecord
 from marin.execution.status import StatusRecord, lease_path, status_path
 from tests.conftest import snapshot
-from tests.test_executor_run import CALLS, Cfg, step, work
+from tests.helpers.steps import CALLS, Cfg, step, work
 
 
 def _prepare(tmp_path: Path) -> tuple[Executor, list[ExecutorStep]]:

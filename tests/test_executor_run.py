@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,39 +13,12 @@ from marin.execution import (
     Executor,
     ExecutorStep,
     StepStatus,
-    output_path_of,
     this_output_path,
-    unversioned,
 )
 from marin.execution.lease import Lease
 from marin.execution.status import StatusRecord, lease_path, status_path
 from marin.storage import StorageError, get_storage
-
-CALLS: list[str] = []
-
-
-@dataclass(frozen=True)
-class Cfg:
-    label: str
-    output_path: str
-    inputs: tuple[str, ...] = ()
-    fail: bool = False
-
-
-def work(cfg: Cfg) -> None:
-    CALLS.append(cfg.label)
-    for path in cfg.inputs:  # dependencies finished before this step started
-        assert Path(path).read_text() == Path(path).parent.name.rsplit("-", 1)[0]
-    if cfg.fail:
-        raise RuntimeError(f"step {cfg.label} broke on purpose")
-    Path(cfg.output_path).mkdir(parents=True, exist_ok=True)
-    (Path(cfg.output_path) / "out.txt").write_text(cfg.label)
-
-
-def step(label: str, *deps: ExecutorStep, fail: bool = False) -> ExecutorStep:
-    return ExecutorStep(label, work, Cfg(label, this_output_path(),
-                                         tuple(output_path_of(d, "out.txt") for d in deps),
-                                         unversioned(fail)))
+from tests.helpers.steps import CALLS, Cfg, step, work
 
 
 @pytest.fixture(autouse=True)

@@ -183,8 +183,34 @@ def test_special_values_have_canonical_forms():
     assert _graph(a).node_of(a).hash == _graph(b).node_of(b).hash
 
 
+@dataclass(frozen=True)
+class ModelReordered:
+    """``Model``'s fields, declared in another order."""
+
+    activation: str = "silu"
+    num_layers: int = 2
+    hidden_dim: int = 64
+
+
+def _hash_of(config) -> str:
+    step = ExecutorStep("s", noop, config)
+    return _graph(step).node_of(step).hash
+
+
 def test_dataclass_field_order_and_dict_order_do_not_matter():
-    a = ExecutorStep("s", noop, {"b": 1, "a": 2})
-    b = ExecutorStep("s", noop, {"a": 2, "b": 1})
-    assert _graph(a).node_of(a).hash == _graph(b).node_of(b).hash
-    assert dataclasses.is_dataclass(Train)
+    assert [f.name for f in dataclasses.fields(ModelReordered)] != \
+        [f.name for f in dataclasses.fields(Model)]
+    assert _hash_of({"m": Model(hidden_dim=32, num_layers=4)}) == \
+        _hash_of({"m": ModelReordered(hidden_dim=32, num_layers=4)})
+    forward = {"b": 1, "a": 2}
+    backward = dict(reversed(list(forward.items())))
+    assert list(backward) != list(forward) and backward == forward
+    assert _hash_of(forward) == _hash_of(backward)
+
+
+def test_field_names_not_positions_enter_the_hash():
+    """The control for the test above: equal hashes there are not because values alone
+    (or field positions) are hashed."""
+    assert _hash_of({"m": Model(hidden_dim=2, num_layers=64)}) != \
+        _hash_of({"m": ModelReordered(hidden_dim=64, num_layers=2)})
+    assert _hash_of({"b": 1, "a": 2}) != _hash_of({"a": 1, "b": 2})

@@ -34,7 +34,7 @@ from marin.scaling_laws.study import (
     write_study_report,
 )
 from tests.conftest import ROOT
-from tests.test_tokenize import plays
+from tests.helpers.corpus import plays
 
 VOCAB = 300
 # three candidates (hidden 8, 16, 24) at each budget, one run at the held-out budget: a fixed

@@ -24,8 +24,7 @@ from marin.cli import main
 from marin.profiling import trace_summary
 from marin.profiling.trace_summary import TraceError
 from tests.conftest import ROOT
-from tests.test_registry import make_distribution
-from tests.test_training import cache  # noqa: F401 - the token cache fixture
+from tests.helpers.distributions import make_distribution
 
 
 def matmul_program(a, b, c):
@@ -390,9 +389,9 @@ def test_the_cli_exits_2_with_one_line_on_bad_input(matmul_trace, tmp_path):
 # -- the trainer's profile -------------------------------------------------------------
 
 @pytest.mark.slow
-def test_a_trainer_run_with_profile_steps_summarizes_its_steps(cache, tmp_path, capsys):  # noqa: F811
+def test_a_trainer_run_with_profile_steps_summarizes_its_steps(cache, tmp_path, capsys):
     from marin.training import train_lm
-    from tests.test_training import tiny_config
+    from tests.helpers.training import tiny_config
 
     out = tmp_path / "train"
     train_lm(tiny_config(cache, out, train_steps=6, eval_every=0, profile_steps=(2, 5)))

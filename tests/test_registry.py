@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -13,21 +14,7 @@ import pytest
 
 from marin import registry
 from tests.conftest import ROOT
-
-
-def make_distribution(site: Path, name: str, entry_points: dict[str, dict[str, str]],
-                      modules: dict[str, str]) -> None:
-    """Write an installed distribution: modules plus a dist-info with entry points."""
-    info = site / f"{name.replace('-', '_')}-1.2.3.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.2.3\n")
-    lines = []
-    for group, items in entry_points.items():
-        lines.append(f"[{group}]")
-        lines.extend(f"{k} = {v}" for k, v in items.items())
-    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
-    for module, source in modules.items():
-        (site / f"{module}.py").write_text(textwrap.dedent(source))
+from tests.helpers.distributions import make_distribution
 
 
 @pytest.fixture
@@ -44,6 +31,8 @@ def site(tmp_path: Path, monkeypatch) -> Path:
                           X3 = HardwarePreset(name='acme-x3', platform='gpu', chip='X3',
                                               peak_bf16_flops=1e15, memory_bytes=1e11)
                           """})
+    make_distribution(site, "acme-exit", {"marin.hardware": {"acme-x4": "acme_exit:X4"}},
+                      {"acme_exit": "raise SystemExit(3)\n"})
     for dist in ("dup-one", "dup-two"):
         module = dist.replace("-", "_")
         make_distribution(site, dist, {"marin.hardware": {"gpu-h100": f"{module}:P"}},
@@ -67,6 +56,7 @@ def test_a_plugin_that_raises_on_import_is_one_clear_error_and_spares_the_others
     assert "'acme-x1'" in message and "acme_broken:X1" in message
     assert "distribution acme-broken 1.2.3" in message
     assert "RuntimeError: acme driver missing" in message
+    assert message.endswith("fix or upgrade acme-broken, or uninstall it")
     assert registry.load("hardware", "acme-x3").chip == "X3"
     assert registry.load("hardware", "cpu").platform == "cpu"
 
@@ -75,6 +65,14 @@ def test_a_plugin_that_does_not_fit_its_protocol_is_named(site: Path):
     with pytest.raises(registry.PluginLoadError, match=r"expected a marin.hardware."
                        r"HardwarePreset instance, got dict"):
         registry.load("hardware", "acme-x2")
+
+
+def test_a_plugin_that_exits_on_import_is_reported_not_obeyed(site: Path):
+    with pytest.raises(registry.PluginLoadError, match=r"'acme-x4'.*SystemExit: 3"):
+        registry.load("hardware", "acme-x4")
+    reports = {(r.spec.name, r.spec.distribution): r.status for r in registry.check_all()}
+    assert reports[("acme-x4", "acme-exit")] == "broken"
+    assert reports[("acme-x3", "acme-good")] == "ok"
 
 
 def test_a_duplicate_name_names_both_distributions(site: Path):
@@ -120,3 +118,102 @@ def test_plugins_check_passes_on_the_first_party_set_up():
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert " 0 broken" in out.stdout
+
+
+MARIN_GROUPS = ["marin.hardware", "marin.resolvers", "marin.run_observers", "marin.runners",
+                "marin.scaling_heuristics", "marin.storage", "marin.trace_analyzers"]
+
+
+def _python(code: str, site: Path | None = None) -> subprocess.CompletedProcess:
+    path = [str(site)] if site else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(ROOT)])}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=120)
+
+
+def test_the_registry_imports_no_domain_module():
+    tree = ast.parse((ROOT / "marin" / "registry.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom)}
+    assert imported and not {m for m in imported if m.split(".")[0] == "marin"}, imported
+
+
+def test_every_group_is_listed_before_its_owner_is_imported_and_declared_on_first_load():
+    out = _python("""
+        import json, sys
+        from marin import registry
+        listed = {g: registry.names(g) for g in registry.groups()}
+        owners = sorted(m for m in registry.OWNERS.values() if m in sys.modules)
+        memory = registry.load("storage", "memory")
+        print(json.dumps({"groups": registry.groups(), "listed": listed,
+                          "owners_imported_by_listing": owners,
+                          "storage_imported_by_load": "marin.storage" in sys.modules,
+                          "memory": memory.__name__}))
+    """)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["groups"] == MARIN_GROUPS
+    assert "file" in result["listed"]["marin.storage"]
+    assert {"iris", "http"} <= set(result["listed"]["marin.resolvers"])
+    assert {"kernels", "hints"} <= set(result["listed"]["marin.trace_analyzers"])
+    assert "step_states" in result["listed"]["marin.run_observers"]
+    assert result["owners_imported_by_listing"] == []
+    assert result["storage_imported_by_load"] and result["memory"] == "MemoryStorage"
+
+
+def test_each_owner_declares_its_group_with_its_protocol():
+    out = _python("""
+        import json
+        from marin import registry
+        expected = {g: registry.group_spec(g).expected for g in registry.groups()}
+        print(json.dumps(expected))
+    """)
+    assert out.returncode == 0, out.stderr
+    expected = json.loads(out.stdout)
+    assert sorted(expected) == MARIN_GROUPS
+    assert "HardwarePreset" in expected["marin.hardware"]
+    assert "marin.storage.Storage" in expected["marin.storage"]
+    assert "analyze(summary)" in expected["marin.trace_analyzers"]
+    assert "resolve(url)" in expected["marin.resolvers"]
+
+
+def test_a_third_party_declares_its_own_group(tmp_path: Path):
+    site = tmp_path / "site"
+    site.mkdir()
+    make_distribution(site, "acme-widgets", {"acme.widgets": {"spinner": "acme_widgets:Spin",
+                                                              "rock": "acme_widgets:Rock"}},
+                      {"acme_widgets": """
+                          from marin import registry
+                          registry.declare_group("acme.widgets", expected="an object with spin()",
+                                                 fits=registry.has_methods("spin"))
+                          class Spin:
+                              def spin(self):
+                                  return "whirr"
+                          Rock = object()
+                          """})
+    out = _python("""
+        import json
+        from marin import registry
+        assert "acme.widgets" not in registry.groups()
+        import acme_widgets
+        spinner = registry.load("acme.widgets", "spinner")
+        try:
+            registry.load("acme.widgets", "rock")
+            error = None
+        except registry.PluginLoadError as e:
+            error = str(e)
+        reports = {r.spec.name: r.status for r in registry.check_all()}
+        print(json.dumps({"spin": spinner().spin(), "error": error, "reports": reports}))
+    """, site)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["spin"] == "whirr"
+    assert result["error"].startswith("plugin 'rock' in group acme.widgets (entry point "
+                                      "'acme_widgets:Rock' of distribution acme-widgets 1.2.3) "
+                                      "does not fit its group: expected an object with spin()")
+    assert result["error"].endswith("; point the entry point at such an object, or uninstall "
+                                    "acme-widgets")
+    assert result["reports"]["spinner"] == "ok" and result["reports"]["rock"] == "broken"
+    assert result["reports"]["memory"] == "ok"

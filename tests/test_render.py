@@ -16,7 +16,7 @@ from rich.console import Console
 from marin.execution import Executor, ExecutorStep
 from marin.execution.render import SUMMARY_ABOVE, family_of, print_plan, summarize
 from tests.conftest import ROOT
-from tests.test_executor_run import step
+from tests.helpers.steps import step
 
 # A sweep: 40 done "sweep/lr*" steps, 20 new "eval/*" steps, one failed top-level step.
 DONE, NEW = 40, 20

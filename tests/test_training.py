@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,52 +17,12 @@ import pytest
 
 from marin.models import TransformerConfig
 from marin.models.transformer import TransformerLM
-from marin.processing.tokenize import (
-    TokenizeConfig,
-    TrainTokenizerConfig,
-    tokenize,
-    train_tokenizer,
-)
-from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
 from marin.training import TrainingConfigError, TrainingDivergedError, TrainLmConfig, train_lm
 from marin.training.checkpoint import complete_checkpoints
 from tests.conftest import ROOT
-from tests.test_tokenize import plays
+from tests.helpers.training import VOCAB, tiny_config
 
 pytestmark = pytest.mark.slow
-
-VOCAB = 512
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("train-data")
-    (root / "train").mkdir()
-    (root / "validation").mkdir()
-    texts = plays(8)
-    for play in texts[:7]:
-        shutil.copy(play, root / "train" / f"{play.stem}.txt")
-    shutil.copy(texts[7], root / "validation" / f"{texts[7].stem}.txt")
-    train_tokenizer(TrainTokenizerConfig(input_paths=(str(root / "train"),), vocab_size=VOCAB,
-                                         output_path=str(root / "tokenizer")))
-    tokenize(TokenizeConfig(train_paths=(str(root / "train"),),
-                            validation_paths=(str(root / "validation"),),
-                            tokenizer=str(root / "tokenizer"), cache_path=str(root / "cache"),
-                            num_processes=1))
-    return root
-
-
-def tiny_config(cache: Path, out: Path, **changes) -> TrainLmConfig:
-    config = TrainLmConfig(
-        cache_path=str(cache / "cache"),
-        model=TransformerConfig(hidden_dim=64, intermediate_dim=192, num_layers=2, num_heads=4,
-                                num_kv_heads=2, vocab_size=VOCAB, seq_len=64),
-        batch_size=8, train_steps=120, tokenizer=str(cache / "tokenizer"),
-        optimizer=OptimizerHyperparameters(learning_rate=0.01, adam_learning_rate=0.01,
-                                           epsilon=1e-8, beta1=0.9, beta2=0.98,
-                                           optimizer="adamh", warmup_fraction=0.05),
-        output_path=str(out), eval_every=40, log_every=1000)
-    return dataclasses.replace(config, **changes)
 
 
 def test_the_model_has_exactly_the_parameters_the_accounting_counts():
@@ -106,7 +65,7 @@ RESUME_SCRIPT = """
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from tests.test_training import tiny_config
+from tests.helpers.training import tiny_config
 from marin.training import train_lm
 from marin.training.checkpoint import Checkpoints
 original = Checkpoints.save
@@ -243,7 +202,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 import jax
-from tests.test_training import tiny_config
+from tests.helpers.training import tiny_config
 from marin.training import train_lm
 import marin.training.trainer as module
 placed = []

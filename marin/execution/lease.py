@@ -16,6 +16,11 @@ owns it; the old holder's next renewal fails, and a holder that lost its lease n
 commits. Renewing ten times per ttl lets a step hold the GIL in one long C call for up to
 nine tenths of the ttl before it risks a take-over.
 
+``clock`` (default ``time.time``) is the wall clock that stamps renewals and judges
+staleness; tests pass a fake one and advance it instead of sleeping. Staleness compares
+stamps written by different machines, so it is wall-clock time, while the heartbeat's
+cadence is measured with ``time.monotonic``.
+
 Design note: the heartbeat starts lazily. ``start_heartbeat`` only books the first renewal,
 due one tenth of the ttl later, with one scheduler thread per process; the lease's own
 renewal thread starts when that time comes. The renewals happen when they always did, but a
@@ -33,6 +38,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -91,8 +97,8 @@ class LeaseRecord:
                 and self.host == host_name() and self.pid != os.getpid()
                 and not _process_exists(self.pid))
 
-    def describe(self) -> str:
-        age = time.time() - self.renewed_at
+    def describe(self, now: float | None = None) -> str:
+        age = (time.time() if now is None else now) - self.renewed_at
         when = f"{age:.0f}s ago" if age >= 0 else f"{-age:.0f}s in the future"
         return f"{self.owner} on {self.host} (pid {self.pid}), renewed {when}"
 
@@ -128,22 +134,16 @@ def _process_exists(pid: int) -> bool:
         return True
 
 
-def lease_is_live(raw: bytes | None) -> LeaseRecord | None:
-    """The holder's record when ``raw`` is a lease that is not stale."""
-    if raw is None:
-        return None
-    record = LeaseRecord.decode(raw)
-    return record if record is not None and not record.is_stale() else None
-
-
 class Lease:
-    def __init__(self, storage: Storage, path: str, owner: str, ttl: float):
+    def __init__(self, storage: Storage, path: str, owner: str, ttl: float,
+                 clock: Callable[[], float] = time.time):
         if not (math.isfinite(ttl) and ttl > 0):
             raise ValueError(f"lease ttl must be a positive, finite number of seconds, got {ttl}")
         self.storage = storage
         self.path = path
         self.owner = owner
         self.ttl = ttl
+        self.clock = clock
         self.took_over_from: LeaseRecord | None = None
         self.took_over_reason: str | None = None
         self.holder: LeaseRecord | None = None
@@ -172,7 +172,7 @@ class Lease:
         if current is None:  # released between our create and our read
             return self.try_acquire()
         record = LeaseRecord.decode(current.data)
-        reason = None if record is None else record.takeover_reason()
+        reason = None if record is None else record.takeover_reason(self.clock())
         if record is not None and reason is None:
             self.holder = record
             return False
@@ -239,7 +239,7 @@ class Lease:
                 return
 
     def _record(self) -> bytes:
-        return LeaseRecord(self.owner, host_name(), os.getpid(), time.time(),
+        return LeaseRecord(self.owner, host_name(), os.getpid(), self.clock(),
                            self.ttl, self._renewals, boot_id()).encode()
 
 

@@ -21,21 +21,24 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from marin import registry
+
 logger = logging.getLogger("marin.executor")
 
 GROUP = "marin.run_observers"
 
+registry.declare_group(GROUP, expected="a callable that takes the run's Progress and "
+                       "returns a Progress", fits=callable)
+
 
 @functools.lru_cache(maxsize=1)
 def _observers() -> tuple[Callable[[Any], Any], ...]:
-    from importlib.metadata import entry_points
-
     found = []
-    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+    for name in registry.names(GROUP):
         try:
-            found.append(ep.load())
-        except Exception as e:  # a broken observer costs its own feature, not the run
-            logger.warning("run observer %s (%s) cannot be loaded: %s", ep.name, ep.value, e)
+            found.append(registry.load(GROUP, name))
+        except registry.PluginError as e:  # a broken observer costs its feature, not the run
+            logger.warning("run observer left out: %s", e)
     return tuple(found)
 
 

@@ -33,6 +33,10 @@ __all__ = [
 ]
 
 
+registry.declare_group("marin.hardware", expected="a marin.hardware.HardwarePreset instance",
+                       fits=lambda obj: isinstance(obj, HardwarePreset))
+
+
 def get_preset(name: str) -> HardwarePreset:
     """The preset registered under ``name`` (``cpu``, ``gpu-h200``, ``tpu-v5e``, ...)."""
     return registry.load("hardware", name)

@@ -63,7 +63,6 @@ def plan_preset(preset: HardwarePreset, environ: dict[str, str] | None = None) -
     except FlagProbeError as e:
         known, unknown = (), ()
         applied.notes.append(f"XLA flags not validated: {e}")
-        wanted = []
     applied.xla_flags = [*existing, *known]
     applied.dropped_flags = list(unknown)
     if preset.libtpu_init_args:

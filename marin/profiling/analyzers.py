@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 BUILTIN = ("kernels", "categories", "steps", "hints")
 
+registry.declare_group("marin.trace_analyzers",
+                       expected="a class or object with an analyze(summary) method",
+                       fits=registry.has_methods("analyze"))
+
 
 def _finite(value: Any) -> Any:
     """JSON has no NaN: missing figures become null."""

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
+from marin import registry
 from marin.models.config import TransformerConfig
 from marin.models.memory import estimate_training_memory
 from marin.scaling_laws.isoflop_analysis import (
@@ -27,6 +28,11 @@ from marin.scaling_laws.isoflop_analysis import (
 @runtime_checkable
 class ScalingHeuristic(Protocol):
     def candidates_for_budget(self, budget: float) -> Iterator[CandidateConfig]: ...
+
+
+registry.declare_group("marin.scaling_heuristics",
+                       expected="a class with a candidates_for_budget(budget) method",
+                       fits=registry.has_methods("candidates_for_budget", classes_only=True))
 
 
 def round_up_to_power_of_two(x: float) -> int:

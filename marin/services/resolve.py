@@ -23,6 +23,9 @@ from urllib.parse import parse_qs, urlsplit
 from marin import registry
 from marin.services.endpoints import TOKEN_ENV, EndpointRegistry
 
+registry.declare_group("marin.resolvers", expected="a class or object with a resolve(url) method",
+                       fits=registry.has_methods("resolve"))
+
 
 class ResolutionError(LookupError):
     """A URL names no reachable service; the message says what to check."""

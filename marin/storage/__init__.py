@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from urllib.parse import urlparse
 
+from marin import registry
 from marin.storage._async import (
     AsyncObjectStorage,
     UnreachableError,
@@ -30,6 +31,11 @@ __all__ = ["AsyncObjectStorage", "Blob", "LocalStorage", "MemoryStorage", "Stora
 _FALLBACK: dict[str, type[Storage]] = {"file": LocalStorage, "memory": MemoryStorage}
 _INSTANCES: dict[str, Storage] = {}
 _LOCK = threading.Lock()
+
+registry.declare_group(
+    "marin.storage", expected="a subclass of marin.storage.Storage with a `scheme` attribute",
+    fits=lambda obj: isinstance(obj, type) and issubclass(obj, Storage)
+    and isinstance(getattr(obj, "scheme", None), str))
 
 
 class UnknownSchemeError(StorageError):
@@ -57,8 +63,6 @@ def get_storage(url: str) -> Storage:
 
 
 def _backend_class(url: str, scheme: str) -> type[Storage]:
-    from marin import registry
-
     try:
         return registry.load("storage", scheme)
     except registry.PluginNotFoundError:

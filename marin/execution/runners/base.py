@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from types import ModuleType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from marin import registry
 from marin.execution.experiments import EXPERIMENT_MODULE_PREFIX
 from marin.execution.step import StepResources
 from marin.execution.worker import StepJob, StepOutcome
@@ -50,3 +51,9 @@ def unimportable_module(fn: Callable[..., Any]) -> ModuleType | None:
     if not name.startswith(EXPERIMENT_MODULE_PREFIX):
         return None
     return sys.modules.get(name)
+
+
+registry.declare_group(
+    "marin.runners", expected="a runner class with submit(job, resources), "
+    "cancel_running(reason) and shutdown() methods",
+    fits=registry.has_methods("submit", "cancel_running", "shutdown", classes_only=True))

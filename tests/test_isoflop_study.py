@@ -16,7 +16,8 @@ import pytest
 from marin.execution import Executor
 from marin.execution.experiments import load_experiment
 from marin.models.config import TransformerConfig
-from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS, nearest_candidate
+from marin.scaling_laws.candidates import nearest_candidate
+from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
 from marin.scaling_laws.study import (
     CandidateRunConfig,
@@ -211,7 +212,7 @@ def test_a_candidate_that_cannot_train_finishes_its_step_with_the_reason(tmp_pat
     """A model whose vocabulary is smaller than the token cache's is a candidate-level
     failure: recorded in outcome.json, not raised, so the fit can name it."""
     from marin.processing.tokenize import TokenizeConfig, tokenize
-    from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
+    from marin.training.hyperparameters import OptimizerHyperparameters
 
     corpus = _corpus(tmp_path / "data", count=2)
     tokenize(TokenizeConfig(train_paths=corpus.train, validation_paths=corpus.validation,

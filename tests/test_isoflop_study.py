@@ -246,7 +246,8 @@ def test_the_3e19_study_is_planned_offline_with_the_heuristics_candidates(tmp_pa
     plan = Executor(str(tmp_path / "store")).plan(steps)
     assert all(e.action == "run" for e in plan.entries)
 
-    heuristic = CompletedAdamhHeuristic(vocab_size=50257)
+    # the experiment's defaults: 8 x gpu-h100
+    heuristic = CompletedAdamhHeuristic(vocab_size=50257, hardware="gpu-h100", devices=8)
     expected = {b: list(heuristic.candidates_for_budget(b)) for b in DEFAULT_BUDGETS[:4]}
     assert DEFAULT_BUDGETS[3] == 3e19 and max(expected) == 3e19
     planned: dict[float, list] = {}

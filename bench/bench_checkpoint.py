@@ -38,9 +38,9 @@ import marin.training.trainer as trainer  # noqa: E402
 from bench.bench_tokenize import write_corpus  # noqa: E402
 from marin.models import TransformerConfig  # noqa: E402
 from marin.processing.tokenize import TokenizeConfig, tokenize  # noqa: E402
-from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters  # noqa: E402
 from marin.training import TrainLmConfig, train_lm  # noqa: E402
 from marin.training.checkpoint import Checkpoints  # noqa: E402
+from marin.training.hyperparameters import OptimizerHyperparameters  # noqa: E402
 from tests import servers  # noqa: E402
 
 

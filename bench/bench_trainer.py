@@ -5,9 +5,10 @@
 Both sides run the same model (RMSNorm pre-norm blocks, rotary, grouped-query attention,
 SwiGLU, untied LM head, blocks scanned with rematerialisation), the same loss, bf16 compute
 with float32 parameters, and optax AdamW with gradient clipping, on the same random
-batches. Marin's side is the trainer's own jitted step (``make_train_step``) on the haliax
-model; the reference is written here with jax.numpy only. Reported: tokens per second after
-compilation (median of timed steps) and the ratio (goal: at least 0.9).
+batches. Marin's side is the trainer's own jitted update (``make_update_fn``, donating the
+whole ``TrainerState``) on the haliax model; the reference is written here with jax.numpy
+only. Reported: tokens per second after compilation (median of timed steps) and the ratio
+(goal: at least 0.9).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import optax
 
 from marin.models import TransformerConfig
 from marin.models.transformer import TransformerLM
-from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
+from marin.training.hyperparameters import OptimizerHyperparameters
 from marin.training.optimizer import build_optimizer
-from marin.training.trainer import make_train_step
+from marin.training.state import TrainerState, make_update_fn
 
 DTYPE = jnp.bfloat16
 
@@ -100,12 +101,15 @@ def plain_loss(p, tokens, c):
 
 
 def median_step_time(step, state, batches) -> float:
-    state = step(*state, batches[0])  # compile
+    """Median seconds per ``state = step(state, batch)`` after the first (compiling) call.
+    Each side gets its own copy of the batches: marin's update donates what it is given."""
+    batches = [jnp.array(b, copy=True) for b in batches]
+    state = step(state, batches[0])  # compile
     jax.block_until_ready(state)
     times = []
     for batch in batches[1:]:
         t0 = time.perf_counter()
-        state = step(*state, batch)
+        state = step(state, batch)
         jax.block_until_ready(state)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
@@ -121,9 +125,9 @@ def bench(c: TransformerConfig, batch: int, steps: int = 12) -> tuple[float, flo
 
     model = TransformerLM.init(c, key=jax.random.PRNGKey(0))
     tx, _ = build_optimizer(hyper, 10_000, eqx.filter(model, eqx.is_inexact_array))
-    ours = make_train_step(tx, 0.0, DTYPE)
-    state = (model, tx.init(eqx.filter(model, eqx.is_inexact_array)))
-    ours_t = median_step_time(lambda m, o, b: ours(m, o, b)[:2], state, batches)
+    ours = make_update_fn(tx, 0.0, DTYPE)
+    ours_t = median_step_time(lambda state, b: ours(state, b)[0], TrainerState.init(model, tx),
+                              batches)
 
     params = plain_init(c, jax.random.PRNGKey(0))
     ptx = optax.chain(optax.clip_by_global_norm(1.0),
@@ -135,7 +139,8 @@ def bench(c: TransformerConfig, batch: int, steps: int = 12) -> tuple[float, flo
         updates, o = ptx.update(grads, o, p)
         return optax.apply_updates(p, updates), o
 
-    plain_t = median_step_time(plain_step, (params, ptx.init(params)), batches)
+    plain_t = median_step_time(lambda state, b: plain_step(*state, b),
+                               (params, ptx.init(params)), batches)
     tokens = batch * c.seq_len
     return tokens / ours_t, tokens / plain_t
 

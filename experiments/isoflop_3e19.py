@@ -31,7 +31,8 @@ from rich.console import Console
 from rich.table import Table
 
 from marin.execution import ExecutorStep, executor_main
-from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS, CandidateConfig
+from marin.scaling_laws.candidates import CandidateConfig
+from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
 from marin.scaling_laws.study import StudyCorpus, isoflop_study, study_candidates
 

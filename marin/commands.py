@@ -184,7 +184,7 @@ def _heuristic(name: str, vocab_size: int | None, seq_len: int | None, hardware:
 
 def scaling_candidates(budget: float, heuristic_name: str, hardware: str | None,
                        vocab_size: int | None, seq_len: int | None, as_json: bool) -> int:
-    from marin.scaling_laws.isoflop_analysis import NoCandidateError
+    from marin.scaling_laws.candidates import NoCandidateError
 
     try:
         heuristic = _heuristic(heuristic_name, vocab_size, seq_len, hardware)
@@ -202,16 +202,17 @@ def scaling_candidates(budget: float, heuristic_name: str, hardware: str | None,
     table = Table(title=f"{len(candidates)} candidates for {budget:.3g} FLOPs "
                   f"({heuristic_name})", title_justify="left")
     for column in ("hidden", "layers", "params", "batch", "steps", "tokens", "tok/param",
-                   "FLOPs / 6ND", "lr", "beta2", "mem/dev GB", "device-h"):
+                   "FLOPs", "lr", "beta2", "mem/dev GB", "device-h"):
         table.add_column(column, justify="right")
     for c in candidates:
         m = c.model_config
         table.add_row(str(m.hidden_dim), str(m.num_layers), f"{c.params:.3g}",
                       str(c.batch_size), str(c.train_steps), f"{c.tokens:.3g}",
-                      f"{c.tokens_per_param:.1f}", f"{c.flops:.3g} / {c.flops_6nd:.3g}",
+                      f"{c.tokens_per_param:.1f}", f"{c.flops:.3g}",
                       f"{c.optimizer.learning_rate:.2e}", f"{c.optimizer.beta2:.5f}",
                       f"{c.estimated_memory_per_device / 1e9:.1f}",
-                      f"{c.estimated_device_hours:.3g}")
+                      "-" if c.estimated_device_hours is None
+                      else f"{c.estimated_device_hours:.3g}")
     _out().print(table)
     return 0
 
@@ -234,7 +235,8 @@ def scaling_fit(results: str, target: float | None, out_dir: str | None, bootstr
         kept, dropped = clean_records(records)
         analysis = fit_isoflops(kept)
         parametric = fit_parametric_loss([r.params for r in kept], [r.tokens for r in kept],
-                                         [r.loss for r in kept], bootstrap=bootstrap)
+                                         [r.loss for r in kept], bootstrap=bootstrap,
+                                         flops=[r.flops for r in kept])
     except (ResultsError, ScalingFitError, ValueError) as e:
         return _err(str(e))
     # The rows dropped here (NaN, infinite, non-positive) and any the fit itself set aside.

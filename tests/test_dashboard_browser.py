@@ -25,8 +25,8 @@ from marin.processing.tokenize import (
     tokenize,
     train_tokenizer,
 )
-from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
 from marin.training import TrainLmConfig, train_lm
+from marin.training.hyperparameters import OptimizerHyperparameters
 from tests.dashboard_support import browser, invocation_records, running_dashboard, status_of
 from tests.helpers.corpus import plays
 

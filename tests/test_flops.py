@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from marin.models import TransformerConfig
-from marin.models.flops import forward_flops_per_token, six_nd
+from marin.models.flops import forward_flops_per_token
 
 # GPT-2 small as released by OpenAI: 124,439,808 parameters (Radford et al. 2019; the
 # Hugging Face checkpoint's count). It has learned positions, biases and LayerNorm biases,
@@ -46,8 +46,19 @@ def test_grouped_query_attention_and_glu_change_the_count_as_expected():
     assert glu - mha == pytest.approx(4 * 2 * 512 * 2048)
 
 
-def test_six_nd_is_the_plain_approximation():
-    assert six_nd(1e9, 2e10) == 1.2e20
+def test_training_flops_are_palms_model_flops_plus_the_attention_mask():
+    # PaLM (Chowdhery et al. 2022, appendix B): model FLOPs per training token are
+    # 6 N + 12 L H Q T, N the parameters doing matmuls (the LM head included), L layers,
+    # H heads of size Q, T the sequence length (attention not halved for causality). The
+    # Levanter accounting adds the softmax mask: 3 FLOPs per score, times three passes.
+    cfg = TransformerConfig(hidden_dim=2048, intermediate_dim=5632, num_layers=16,
+                            num_heads=16, num_kv_heads=4, vocab_size=50257, seq_len=4096)
+    matmul_params = cfg.num_params() - cfg.vocab_size * cfg.hidden_dim \
+        - (2 * cfg.num_layers + 1) * cfg.hidden_dim  # lookups and norm scales do no matmul
+    palm = 6 * matmul_params + 12 * cfg.num_layers * cfg.num_heads * cfg.head_dim * cfg.seq_len
+    mask = 3 * 3 * cfg.num_layers * cfg.num_heads * cfg.seq_len
+    assert cfg.training_flops_per_token() == pytest.approx(palm + mask, rel=1e-12)
+    assert cfg.training_flops_per_token() > 6 * cfg.num_params() * 0.9  # near 6N, not 2N
 
 
 @pytest.mark.parametrize("field", ["hidden_dim", "num_layers", "vocab_size"])

@@ -16,7 +16,8 @@ import pytest
 from marin.execution import Executor
 from marin.execution.experiments import load_experiment
 from marin.models.config import TransformerConfig
-from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS, nearest_candidate
+from marin.scaling_laws.candidates import nearest_candidate
+from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
 from marin.scaling_laws.study import (
     CandidateRunConfig,
@@ -211,7 +212,7 @@ def test_a_candidate_that_cannot_train_finishes_its_step_with_the_reason(tmp_pat
     """A model whose vocabulary is smaller than the token cache's is a candidate-level
     failure: recorded in outcome.json, not raised, so the fit can name it."""
     from marin.processing.tokenize import TokenizeConfig, tokenize
-    from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
+    from marin.training.hyperparameters import OptimizerHyperparameters
 
     corpus = _corpus(tmp_path / "data", count=2)
     tokenize(TokenizeConfig(train_paths=corpus.train, validation_paths=corpus.validation,
@@ -245,7 +246,8 @@ def test_the_3e19_study_is_planned_offline_with_the_heuristics_candidates(tmp_pa
     plan = Executor(str(tmp_path / "store")).plan(steps)
     assert all(e.action == "run" for e in plan.entries)
 
-    heuristic = CompletedAdamhHeuristic(vocab_size=50257)
+    # the experiment's defaults: 8 x gpu-h100
+    heuristic = CompletedAdamhHeuristic(vocab_size=50257, hardware="gpu-h100", devices=8)
     expected = {b: list(heuristic.candidates_for_budget(b)) for b in DEFAULT_BUDGETS[:4]}
     assert DEFAULT_BUDGETS[3] == 3e19 and max(expected) == 3e19
     planned: dict[float, list] = {}

@@ -283,3 +283,32 @@ def test_fit_names_a_folder_or_a_malformed_line(tmp_path: Path):
     bad = _fit(str(table))
     assert bad.returncode == 2 and f"{table}, line 2: not valid JSON" in bad.stderr
     assert bad.stderr.strip().count("\n") == 0, bad.stderr
+
+
+def test_predict_optimal_spends_the_budget_in_the_runs_own_flop_accounting():
+    """Runs whose FLOPs per token grow as k N^e (not 6 N): the optimum lies on C = k N^e D
+    and is the minimum of L along it, found here by a bounded scalar search."""
+    from scipy.optimize import minimize_scalar
+
+    k, e = 9.0, 0.95
+    law = dict(E=1.8, A=480.0, B=2000.0, alpha=0.35, beta=0.37)
+    rng = np.random.default_rng(3)
+    n = np.geomspace(1e7, 1e9, 30)
+    d = n * rng.uniform(5, 50, len(n))
+    loss = law["E"] + law["A"] / n ** law["alpha"] + law["B"] / d ** law["beta"]
+    fit = fit_parametric_loss(n, d, loss, flops=k * n**e * d)
+    assert (fit.flops_coefficient, fit.flops_exponent) == (pytest.approx(k), pytest.approx(e))
+    budget = 1e21
+    best = fit.predict_optimal(budget)
+    assert k * best.params**e * best.tokens == pytest.approx(budget)
+
+    def loss_on_budget(log_n: float) -> float:
+        params = math.exp(log_n)
+        return float(fit.loss(params, budget / (k * params**e)))
+
+    search = minimize_scalar(loss_on_budget, bounds=(math.log(1e6), math.log(1e12)),
+                             method="bounded", options={"xatol": 1e-9})
+    assert math.log(best.params) == pytest.approx(search.x, abs=1e-4)
+    six_nd = fit_parametric_loss(n, d, loss).predict_optimal(budget)  # no flops: C = 6ND
+    assert 6 * six_nd.params * six_nd.tokens == pytest.approx(budget)
+    assert abs(math.log(six_nd.params / best.params)) > 0.05  # the accounting matters

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 
 from marin.hardware import get_preset
-from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS, NoCandidateError
+from marin.scaling_laws.candidates import NoCandidateError
+from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+from tests.conftest import ROOT
 
 
 def test_the_seed_snippet_gives_sensible_candidates():
@@ -16,20 +21,67 @@ def test_the_seed_snippet_gives_sensible_candidates():
     assert DEFAULT_BUDGETS[3] == 3e19
     candidates = list(heuristic.candidates_for_budget(DEFAULT_BUDGETS[3]))
     assert len(candidates) >= 5
-    memory = get_preset(heuristic.hardware).memory_bytes
     for cfg in candidates:
         m = cfg.model_config
-        assert (m.hidden_dim, m.vocab_size, m.head_dim) == (m.hidden_dim, 50257, 128)
+        # 3e19 is above large_step_budget (2e19): widths from 512 to 8192 in steps of 256,
+        # 128-wide heads, a SwiGLU four times as wide
+        assert 512 <= m.hidden_dim <= 8192 and m.hidden_dim % 256 == 0
+        assert (m.vocab_size, m.head_dim, m.num_heads * 128) == (50257, 128, m.hidden_dim)
+        assert m.intermediate_dim == 4 * m.hidden_dim and m.glu
         assert abs(cfg.flops - 3e19) <= 0.01 * 3e19
         assert cfg.flops == pytest.approx(cfg.tokens * m.training_flops_per_token())
         assert cfg.tokens == cfg.batch_size * cfg.train_steps * cfg.seq_len
         assert cfg.batch_size & (cfg.batch_size - 1) == 0  # a power of two
         assert 1 <= cfg.tokens_per_param <= 250
-        assert cfg.estimated_memory_per_device <= memory
-        assert cfg.estimated_device_hours == pytest.approx(
-            cfg.flops / (get_preset("gpu-h100").peak_bf16_flops * 0.4) / 3600)
+        # no hardware preset by default: no memory filter, no device-hour estimate
+        assert cfg.hardware is None and cfg.estimated_device_hours is None
+        assert cfg.microbatch_size == cfg.batch_size // cfg.devices
     params = [c.params for c in candidates]
     assert params == sorted(params) and params[-1] / params[0] > 5  # a real IsoFLOP span
+
+
+def test_a_hardware_preset_filters_by_memory_and_estimates_device_hours():
+    heuristic = CompletedAdamhHeuristic(vocab_size=50257, hardware="gpu-h100")
+    candidates = list(heuristic.candidates_for_budget(3e19))
+    unfiltered = list(CompletedAdamhHeuristic(vocab_size=50257).candidates_for_budget(3e19))
+    memory = get_preset("gpu-h100").memory_bytes
+    assert [c.params for c in candidates] == [c.params for c in unfiltered
+                                              if c.estimated_memory_per_device <= memory]
+    for cfg in candidates:
+        assert cfg.hardware == "gpu-h100" and cfg.estimated_memory_per_device <= memory
+        assert cfg.estimated_device_hours == pytest.approx(
+            cfg.flops / (get_preset("gpu-h100").peak_bf16_flops * 0.4) / 3600)
+
+
+CORE_ALONE = """
+import json
+from importlib import metadata
+# A core-only install, without the first-party plugins: discovery sees the marin
+# distribution alone (installing core by itself in a fresh environment cannot be done here).
+every = metadata.distributions
+metadata.distributions = lambda **kw: [d for d in every(**kw) if d.metadata["Name"] == "marin"]
+from marin import registry
+from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+try:
+    registry.load("hardware", "gpu-h100")
+    plugin = True
+except registry.PluginError:
+    plugin = False
+found = list(CompletedAdamhHeuristic(vocab_size=50257).candidates_for_budget(3e19))
+print(json.dumps({"gpu_plugin": plugin, "candidates": len(found),
+                  "hidden": [c.model_config.hidden_dim for c in found]}))
+"""
+
+
+def test_the_default_heuristic_works_with_core_alone():
+    out = subprocess.run([sys.executable, "-c", CORE_ALONE], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["gpu_plugin"] is False  # the plugin is really out of reach
+    with_plugins = list(CompletedAdamhHeuristic(vocab_size=50257).candidates_for_budget(3e19))
+    assert result["hidden"] == [c.model_config.hidden_dim for c in with_plugins]
+    assert result["candidates"] >= 5
 
 
 def test_depth_rule_matches_marins():

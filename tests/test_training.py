@@ -181,8 +181,10 @@ jax.core = types.ModuleType("jax.core")
 jax.core.__dict__.update({k: getattr(real, k) for k in dir(real)
                         if k not in ("is_constant_dim", "__getattr__")})
 assert not hasattr(jax.core, "is_constant_dim")
+import marin.models  # installs the shim: at once, since jax is already imported
+assert hasattr(jax.core, "is_constant_dim")
 from marin.models.jax_compat import ensure_jax_compat
-assert ensure_jax_compat() is True
+assert ensure_jax_compat() is False  # nothing left to add
 import haliax as hax, jax.numpy as jnp
 A, B = hax.Axis("a", 3), hax.Axis("b", 4)
 x = hax.ones((A, B))
@@ -197,6 +199,24 @@ def test_the_jax_compat_shim_restores_what_haliax_needs():
     assert out.stdout.strip() == "12.0"  # 3 rows, each a dot product of 4 ones
 
 
+COMPAT_BEFORE_JAX = """
+import sys
+import marin.models
+from marin.models import jax_compat
+assert "jax" not in sys.modules and not jax_compat.checked  # the config needs no JAX
+import jax
+assert jax_compat.checked and hasattr(jax.core, "is_constant_dim")
+print("ok")
+"""
+
+
+def test_importing_marin_models_before_jax_applies_the_shim_once_jax_is_imported():
+    out = subprocess.run([sys.executable, "-c", COMPAT_BEFORE_JAX], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
 SHARDED = """
 import json, sys
 from pathlib import Path
@@ -209,7 +229,7 @@ placed = []
 original = module._Sharding.place_state
 def spy(self, state):
     out = original(self, state)
-    placed.append(out[0].embedding.weight.array.sharding)
+    placed.append(out.model.embedding.weight.array.sharding)
     return out
 module._Sharding.place_state = spy
 summary = train_lm(tiny_config(Path({cache!r}), Path({out!r}), train_steps=8, eval_every=0))
@@ -282,3 +302,22 @@ def test_train_step_turns_heuristic_candidates_into_executor_steps(cache: Path, 
         assert summary["eval_loss"] < float(jax.numpy.log(VOCAB))
     totals = Executor(str(tmp_path / "prefix")).plan(steps).totals()
     assert totals["skip"] == len(steps) + 1
+
+
+IMPORTS = """
+import json, sys
+import marin.training
+from marin.training import OptimizerHyperparameters
+light = {"jax": "jax" in sys.modules}
+import marin.training.trainer
+print(json.dumps({**light, "fits": "marin.scaling_laws.isoflop_analysis" in sys.modules,
+                  "scipy": "scipy" in sys.modules}))
+"""
+
+
+def test_the_trainer_imports_no_scaling_law_fitting():
+    out = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "jax": False, "fits": False, "scipy": False}

@@ -8,8 +8,9 @@ Forward FLOPs per token follow Levanter's ``lm_flops_per_token``, the accounting
 Levanter use for MFU: every matmul counts 2 FLOPs per multiply-add; attention is counted as
 a full (not causal-halved) ``seq_len x seq_len`` map per head, megatron-style, including
 the softmax mask (3 per entry); the LM head counts ``2 * hidden * vocab``. Training costs
-3 times the forward pass (forward, plus backward at twice the forward). ``6 * N * D`` is the
-plain approximation, kept for comparison.
+3 times the forward pass (forward, plus backward at twice the forward):
+``TransformerConfig.training_flops_per_token()``. This is the one accounting of training
+FLOPs in marin: candidates' budgets, the trainer's MFU and the fits' budgets all use it.
 """
 
 from __future__ import annotations
@@ -30,11 +31,6 @@ def forward_flops_per_token(hidden_dim: int, intermediate_dim: int, num_layers: 
     return num_layers * (mlp + qkv + out_proj + attention) + lm_head
 
 
-def training_flops_per_token(**shape: int | bool) -> float:
-    """Forward plus backward: three forward passes per token."""
-    return 3.0 * forward_flops_per_token(**shape)  # type: ignore[arg-type]
-
-
 def parameter_count(hidden_dim: int, intermediate_dim: int, num_layers: int, num_heads: int,
                     num_kv_heads: int, vocab_size: int, glu: bool, tie_embeddings: bool) -> int:
     """Trainable parameters: embeddings, attention, MLP, RMS norms (scale only), LM head."""
@@ -45,7 +41,3 @@ def parameter_count(hidden_dim: int, intermediate_dim: int, num_layers: int, num
     embeddings = vocab_size * hidden_dim * (1 if tie_embeddings else 2)
     return num_layers * (attention + mlp + norms) + hidden_dim + embeddings
 
-
-def six_nd(params: float, tokens: float) -> float:
-    """The ``6 N D`` approximation of training FLOPs."""
-    return 6.0 * params * tokens

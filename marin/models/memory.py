@@ -5,7 +5,9 @@
     estimate.per_device_bytes, estimate.microbatch_size
 
 The model assumed is the trainer's: fp32 parameters, fp32 gradients and two fp32 Adam
-moments (16 bytes per parameter), sharded over the devices (FSDP); bf16 activations with
+moments (16 bytes per parameter), sharded over the devices (FSDP). The trainer donates its
+whole state to each update (``marin.training.state``), so new parameters and moments reuse
+the old ones' buffers and no second copy is counted; bf16 activations with
 each transformer block rematerialised, so the forward keeps one residual-stream tensor per
 layer and the backward holds one block's full activations at a time; attention scores in
 fp32 for one block; fp32 logits for the loss. When the local batch does not fit,

@@ -21,9 +21,6 @@ import jax.numpy as jnp
 from haliax import Axis, NamedArray
 
 from marin.models.config import TransformerConfig
-from marin.models.jax_compat import ensure_jax_compat
-
-ensure_jax_compat()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,13 @@ Per budget, loss is fitted as a quadratic in log tokens with a Huber loss (robus
 run); its minimum is the optimal token count, with a delta-method standard error. Across
 budgets, ``N_opt = k * C^a`` and ``D_opt = k' * C^b`` are straight lines in log-log space
 (Hoffmann et al. 2022, Approach 2).
+
+FLOP accounting: a budget ``C`` is training FLOPs as the trainer and the candidates count
+them, ``tokens * TransformerConfig.training_flops_per_token()`` (three forward passes,
+attention and the LM head included), not ``6 * N * D``. The runs' ``flops`` are grouped into
+budgets as given, so ``params_fit.predict(C)`` is the optimal size at ``C`` in that
+accounting, the same ``C`` that ``candidates_for_budget(C)`` spends. Candidate runs live in
+``marin.scaling_laws.candidates``.
 """
 
 from __future__ import annotations
@@ -24,70 +31,14 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from marin.models.config import TransformerConfig
-
 logger = logging.getLogger("marin.scaling_laws")
 
 DEFAULT_BUDGETS: tuple[float, ...] = (1e18, 3e18, 1e19, 3e19, 1e20, 3e20, 1e21)
 MIN_POINTS_PER_BUDGET = 3
 
 
-class NoCandidateError(ValueError):
-    """No candidate run fits a budget; the message names the smallest budget that would."""
-
-
 class ScalingFitError(ValueError):
     """The data cannot support the requested fit; the message says why."""
-
-
-@dataclass(frozen=True)
-class OptimizerHyperparameters:
-    learning_rate: float
-    adam_learning_rate: float
-    epsilon: float
-    beta1: float
-    beta2: float
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    z_loss_weight: float = 0.0
-    warmup_fraction: float = 0.1
-    decay_fraction: float = 0.2
-    optimizer: str = "adamh"
-
-
-@dataclass(frozen=True)
-class CandidateConfig:
-    """One training run of an IsoFLOP sweep."""
-
-    model_config: TransformerConfig
-    batch_size: int
-    train_steps: int
-    seq_len: int
-    tokens: int
-    params: int
-    flops: float
-    budget: float
-    optimizer: OptimizerHyperparameters
-    estimated_memory_per_device: float
-    microbatch_size: int
-    devices: int
-    hardware: str
-    mfu: float
-    estimated_device_hours: float
-
-    @property
-    def flops_6nd(self) -> float:
-        return 6.0 * self.params * self.tokens
-
-    @property
-    def tokens_per_param(self) -> float:
-        return self.tokens / self.params
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["flops_6nd"] = self.flops_6nd
-        out["tokens_per_param"] = self.tokens_per_param
-        return out
 
 
 @dataclass(frozen=True)
@@ -263,10 +214,3 @@ def fit_isoflops(records: Sequence[RunRecord]) -> IsoFlopAnalysis:
                                  "tokens"),
         dropped=dropped)
 
-
-def nearest_candidate(candidates: Sequence[CandidateConfig], params: float
-                      ) -> CandidateConfig | None:
-    """The candidate whose parameter count is closest to ``params`` in log space."""
-    if not candidates:
-        return None
-    return min(candidates, key=lambda c: abs(math.log(c.params / params)))

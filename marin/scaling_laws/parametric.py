@@ -4,6 +4,16 @@
     fit.E, fit.A, fit.B, fit.alpha, fit.beta       # point estimates
     fit.standard_errors["alpha"]                   # from the bootstrap
     fit.predict_optimal(3e19)                      # N_opt, D_opt and their intervals
+    fit = fit_parametric_loss(params, tokens, loss, flops=flops)   # budgets as the runs count
+
+FLOP accounting: a budget C is the runs' own training FLOPs. Given each run's ``flops``, the
+fit also learns the FLOPs per token as a power of the parameter count,
+``flops / tokens = flops_coefficient * N ** flops_exponent`` (a least-squares line in log-log
+space), and ``predict_optimal(C)`` minimises L(N, D) along ``C = flops_coefficient *
+N ** flops_exponent * D``. For runs from ``marin.scaling_laws.candidates`` (three forward
+passes, attention and the LM head included, as the trainer counts them) that is the
+accounting the candidates and Approach 2 use, so both approaches predict N_opt for the same
+C. Without ``flops`` the coefficient is 6 and the exponent 1: C = 6 N D (Hoffmann et al.).
 
 Fitted as Besiroglu et al. (2024, "Chinchilla scaling: a replication attempt") fit it: in
 log-sum-exp form, log L = LSE(a - alpha log N, b - beta log D, e) with A = exp(a),
@@ -59,6 +69,8 @@ class ParametricFit:
     objective: float
     standard_errors: dict[str, float] = field(default_factory=dict)
     bootstrap_samples: np.ndarray | None = None  # rows of (E, A, B, alpha, beta)
+    flops_coefficient: float = 6.0  # training FLOPs per token = coefficient * N ** exponent
+    flops_exponent: float = 1.0
 
     def loss(self, params: float | np.ndarray, tokens: float | np.ndarray) -> np.ndarray:
         return self.E + self.A / np.asarray(params) ** self.alpha \
@@ -66,20 +78,24 @@ class ParametricFit:
 
     def predict_optimal(self, budget: float, level: float = 0.95,
                         heuristic: Any = None) -> OptimalAllocation:
-        """Compute-optimal N and D for ``budget`` (C = 6 N D), with a bootstrap interval at
-        ``level``, and the heuristic's candidate nearest to N_opt when one is given."""
-        n, d = _optimal(self.A, self.B, self.alpha, self.beta, budget)
+        """Compute-optimal N and D for ``budget`` training FLOPs, with a bootstrap interval at
+        ``level``, and the heuristic's candidate nearest to N_opt when one is given.
+
+        The budget is spent as ``C = flops_coefficient * N ** flops_exponent * D``: the
+        accounting of the runs the fit was given (``flops=``), the one the heuristic's
+        candidates use; C = 6 N D when the fit had no FLOPs."""
+        n, d = self._optimal(self.A, self.B, self.alpha, self.beta, budget)
         n_range, d_range = (n, n), (d, d)
         if self.bootstrap_samples is not None and len(self.bootstrap_samples) >= 2:
             s = self.bootstrap_samples
-            ns, ds = _optimal(s[:, 1], s[:, 2], s[:, 3], s[:, 4], budget)
+            ns, ds = self._optimal(s[:, 1], s[:, 2], s[:, 3], s[:, 4], budget)
             tail = (1 - level) / 2 * 100
             low_n, high_n = np.percentile(ns, [tail, 100 - tail])
             low_d, high_d = np.percentile(ds, [tail, 100 - tail])
             n_range, d_range = (float(low_n), float(high_n)), (float(low_d), float(high_d))
         nearest = None
         if heuristic is not None:
-            from marin.scaling_laws.isoflop_analysis import nearest_candidate
+            from marin.scaling_laws.candidates import nearest_candidate
 
             nearest = nearest_candidate(list(heuristic.candidates_for_budget(budget)), n)
         return OptimalAllocation(budget, float(n), float(d), n_range, d_range, nearest)
@@ -87,13 +103,34 @@ class ParametricFit:
     def as_dict(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in PARAMETERS}
 
+    def _optimal(self, A, B, alpha, beta, budget: float):
+        return optimal_allocation(A, B, alpha, beta, budget, self.flops_coefficient,
+                                  self.flops_exponent)
 
-def _optimal(A, B, alpha, beta, budget: float):
-    """Hoffmann et al. eq. (4): N_opt = G (C/6)^a, D_opt = G^-1 (C/6)^b."""
-    g = (alpha * A / (beta * B)) ** (1 / (alpha + beta))
-    a = beta / (alpha + beta)
-    b = alpha / (alpha + beta)
-    return g * (budget / 6) ** a, (budget / 6) ** b / g
+
+def optimal_allocation(A, B, alpha, beta, budget: float, coefficient: float = 6.0,
+                       exponent: float = 1.0):
+    """The minimum of A/N^alpha + B/D^beta subject to C = k N^e D (k: ``coefficient``,
+    e: ``exponent``). Setting dL/dN = 0 along the constraint gives
+    ``N_opt = (alpha A / (e beta B))^(1 / (alpha + e beta)) * (C/k)^(beta / (alpha + e beta))``
+    and ``D_opt = C / (k N_opt^e)``; with k = 6 and e = 1 this is Hoffmann et al.'s eq. (4),
+    N_opt = G (C/6)^a, D_opt = G^-1 (C/6)^b."""
+    e = exponent
+    g = (alpha * A / (e * beta * B)) ** (1 / (alpha + e * beta))
+    n = g * (budget / coefficient) ** (beta / (alpha + e * beta))
+    return n, budget / (coefficient * n**e)
+
+
+def flops_per_token_law(params: np.ndarray, tokens: np.ndarray, flops: np.ndarray
+                        ) -> tuple[float, float]:
+    """(k, e) with ``flops / tokens = k * params ** e``, a least-squares line in log-log
+    space; e = 1 (k their geometric mean) when the runs have only one size."""
+    log_n = np.log(params)
+    log_f = np.log(flops / tokens)
+    if np.ptp(log_n) < 1e-9:
+        return float(np.exp(np.mean(log_f - log_n))), 1.0
+    exponent, intercept = np.polyfit(log_n, log_f, 1)
+    return float(math.exp(intercept)), float(exponent)
 
 
 def _objective(theta: np.ndarray, log_n: np.ndarray, log_d: np.ndarray,
@@ -281,18 +318,25 @@ def _two_loop(g: np.ndarray, s: np.ndarray, y: np.ndarray, rho: np.ndarray,
 
 def fit_parametric_loss(params: Sequence[float], tokens: Sequence[float],
                         loss: Sequence[float], bootstrap: int = 0, seed: int = 0,
-                        starts: int | None = 64) -> ParametricFit:
-    """Fit E + A/N^alpha + B/D^beta; ``bootstrap`` resamples give standard errors."""
+                        starts: int | None = 64, flops: Sequence[float] | None = None
+                        ) -> ParametricFit:
+    """Fit E + A/N^alpha + B/D^beta; ``bootstrap`` resamples give standard errors; each
+    run's training ``flops`` set the accounting of ``predict_optimal`` (else C = 6 N D)."""
     n_arr, d_arr, l_arr = (np.asarray(v, dtype=float) for v in (params, tokens, loss))
-    if not (len(n_arr) == len(d_arr) == len(l_arr)):
-        raise ValueError("params, tokens and loss must have the same length")
+    f_arr = 6 * n_arr * d_arr if flops is None else np.asarray(flops, dtype=float)
+    if not (len(n_arr) == len(d_arr) == len(l_arr) == len(f_arr)):
+        raise ValueError("params, tokens, loss (and flops) must have the same length")
     finite = np.isfinite(n_arr) & np.isfinite(d_arr) & np.isfinite(l_arr) & (l_arr > 0)
+    finite &= np.isfinite(f_arr) & (f_arr > 0) & (n_arr > 0) & (d_arr > 0)
     if finite.sum() < 5:
         raise ValueError(f"the parametric fit needs at least 5 runs with finite values, got "
                          f"{int(finite.sum())}")
     log_n, log_d, log_l = np.log(n_arr[finite]), np.log(d_arr[finite]), np.log(l_arr[finite])
     theta, value = _best_fit(log_n, log_d, log_l, starts)
     fit = _to_fit(theta, value)
+    if flops is not None:
+        fit.flops_coefficient, fit.flops_exponent = flops_per_token_law(
+            n_arr[finite], d_arr[finite], f_arr[finite])
     if bootstrap:
         samples = _bootstrap(theta, log_n, log_d, log_l, bootstrap, seed)
         natural = np.column_stack([np.exp(samples[:, 2]), np.exp(samples[:, 0]),

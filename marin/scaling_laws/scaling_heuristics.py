@@ -18,11 +18,8 @@ from typing import Protocol, runtime_checkable
 from marin import registry
 from marin.models.config import TransformerConfig
 from marin.models.memory import estimate_training_memory
-from marin.scaling_laws.isoflop_analysis import (
-    CandidateConfig,
-    NoCandidateError,
-    OptimizerHyperparameters,
-)
+from marin.scaling_laws.candidates import CandidateConfig, NoCandidateError
+from marin.training.hyperparameters import OptimizerHyperparameters
 
 
 @runtime_checkable
@@ -71,16 +68,23 @@ class CompletedAdamhHeuristic:
       stays constant in tokens (Marek et al. 2025, "Small batch size training for language
       models").
 
-    Kept only: runs within ``budget_tolerance`` of the budget, that fit the hardware preset's
-    memory on ``devices`` chips (parameters, optimizer state, activations:
-    ``estimated_memory_per_device``), with batch at least ``min_batch_size``, steps at least
-    ``min_train_steps``, and between ``min_tokens_per_param`` (fewer tokens than parameters is
-    far from any optimum) and ``max_tokens_per_param`` tokens per parameter.
+    Kept only: runs within ``budget_tolerance`` of the budget, with batch at least
+    ``min_batch_size``, steps at least ``min_train_steps``, and between
+    ``min_tokens_per_param`` (fewer tokens than parameters is far from any optimum) and
+    ``max_tokens_per_param`` tokens per parameter; with a ``hardware`` preset, also only runs
+    that fit its memory on ``devices`` chips (parameters, optimizer state, activations:
+    ``estimated_memory_per_device``).
+
+    Hardware. ``hardware`` names a preset (``cpu`` in core; ``gpu-h100`` and others from
+    plugins such as marin-gpu). The default, None, plans for no particular accelerator: no
+    memory filter, ``estimated_device_hours`` None, the memory estimate without gradient
+    accumulation. Model shapes, batch, steps and hyperparameters never depend on it, so the
+    default works with core alone and gives the same runs a large accelerator would.
     """
 
     vocab_size: int = 50257
     seq_len: int = 4096
-    hardware: str = "gpu-h100"
+    hardware: str | None = None
     devices: int = 8
     mfu: float = 0.4
     # model shapes
@@ -196,11 +200,14 @@ class CompletedAdamhHeuristic:
         return None
 
     def describe(self) -> str:
+        where = f"{self.devices} x {self.hardware}" if self.hardware else "no hardware preset"
         return (f"CompletedAdamhHeuristic(hidden {self.min_hidden}-{self.max_hidden}, "
                 f"seq_len {self.seq_len}, min batch {self.min_batch_size}, min steps "
-                f"{self.min_train_steps}, {self.devices} x {self.hardware})")
+                f"{self.min_train_steps}, {where})")
 
     def _preset(self):
+        if self.hardware is None:
+            return None
         from marin.hardware import get_preset
 
         return get_preset(self.hardware)
@@ -222,17 +229,20 @@ class CompletedAdamhHeuristic:
         flops = actual_tokens * per_token
         if abs(flops - budget) > self.budget_tolerance * budget:
             return None
-        memory = estimate_training_memory(model, batch, self.devices, preset.memory_bytes)
-        if memory.per_device_bytes > preset.memory_bytes:
+        limit = preset.memory_bytes if preset is not None else None
+        memory = estimate_training_memory(model, batch, self.devices, limit)
+        if limit is not None and memory.per_device_bytes > limit:
             return None
-        device_hours = flops / (preset.peak_bf16_flops * self.mfu) / 3600
+        device_hours = None if preset is None else \
+            flops / (preset.peak_bf16_flops * self.mfu) / 3600
         return CandidateConfig(
             model_config=model, batch_size=batch, train_steps=steps, seq_len=self.seq_len,
             tokens=actual_tokens, params=params, flops=flops, budget=budget,
             optimizer=self.optimizer_for(batch, actual_tokens),
             estimated_memory_per_device=memory.per_device_bytes,
             microbatch_size=memory.microbatch_size, devices=self.devices,
-            hardware=preset.name, mfu=self.mfu, estimated_device_hours=device_hours)
+            hardware=preset.name if preset is not None else None, mfu=self.mfu,
+            estimated_device_hours=device_hours)
 
     def with_overrides(self, **changes: object) -> CompletedAdamhHeuristic:
         return replace(self, **changes)

@@ -60,7 +60,8 @@ from marin.models.config import TransformerConfig
 from marin.processing.tokenize.inputs import fingerprint_inputs
 from marin.processing.tokenize.step import TokenizeConfig, tokenize
 from marin.processing.tokenize.tokenizer_training import TrainTokenizerConfig, train_tokenizer
-from marin.scaling_laws.isoflop_analysis import CandidateConfig, OptimizerHyperparameters
+from marin.scaling_laws.candidates import CandidateConfig
+from marin.training.hyperparameters import OptimizerHyperparameters
 
 logger = logging.getLogger("marin.scaling_laws")
 
@@ -106,7 +107,8 @@ class CandidateRunConfig:
         cache_path: the token cache (the study's tokenize step).
         model: the candidate's model shape.
         batch_size, train_steps, optimizer: from the heuristic.
-        hardware: the preset the candidate was planned for.
+        hardware: the preset the candidate was planned for (None: none; MFU is then
+            measured against the trainer's default preset).
         run_name: W&B-style run name, unique in the study.
         group: the run's group, one per budget.
         budget: the FLOP budget the run belongs to.
@@ -119,7 +121,7 @@ class CandidateRunConfig:
     batch_size: int
     train_steps: int
     optimizer: OptimizerHyperparameters
-    hardware: str
+    hardware: str | None
     run_name: str
     group: str
     budget: float
@@ -312,6 +314,8 @@ def next_tiers(budget: float, count: int) -> list[float]:
 
 
 def _resources(candidate: CandidateConfig) -> StepResources:
+    if candidate.hardware is None:  # planned for no particular accelerator
+        return StepResources()
     from marin.hardware import get_preset
 
     platform = get_preset(candidate.hardware).platform
@@ -337,7 +341,7 @@ def candidate_step(folder: str, study: str, tokenized: ExecutorStep,
                         f"tokens, {candidate.flops:.3g} FLOPs",
                         resources=_resources(candidate),
                         estimate=ComputeEstimate(candidate.flops,
-                                                 candidate.estimated_device_hours))
+                                                 candidate.estimated_device_hours or 0.0))
 
 
 def prediction_step(name: str, stem: str, fit: ExecutorStep, tokenized: ExecutorStep,
@@ -352,7 +356,7 @@ def prediction_step(name: str, stem: str, fit: ExecutorStep, tokenized: Executor
                               budget=budget, heuristic=heuristic, run_name=f"{group}-predicted",
                               group=group, train_options={"eval_points": eval_points,
                                                           **train_options})
-    hours = max(c.estimated_device_hours for c in candidates)
+    hours = max(c.estimated_device_hours or 0.0 for c in candidates)
     return ExecutorStep(f"{name}/prediction", run_prediction, config,
                         description=f"train the predicted optimum at {budget:.3g} FLOPs",
                         resources=_resources(largest), estimate=ComputeEstimate(budget, hours))
@@ -392,8 +396,8 @@ def run_candidate(config: CandidateRunConfig) -> dict[str, Any]:
 
     train = TrainLmConfig(cache_path=config.cache_path, model=config.model,
                           batch_size=config.batch_size, train_steps=config.train_steps,
-                          optimizer=config.optimizer, hardware=config.hardware,
-                          output_path=config.output_path, **config.train_options)
+                          optimizer=config.optimizer, output_path=config.output_path,
+                          **_hardware(config.hardware), **config.train_options)
     summary, status, reason = _train(train)
     outcome = {"run_name": config.run_name, "group": config.group, "budget": config.budget,
                "status": status, "reason": reason, "summary": summary,
@@ -520,11 +524,13 @@ def _approach3(records: list[Any], bootstrap: int) -> dict[str, Any]:
         # time waking its threads than computing (18x slower on two busy cores).
         with threadpool_limits(limits=1, user_api="blas"), np.errstate(all="ignore"):
             fit = fit_parametric_loss([r.params for r in records], [r.tokens for r in records],
-                                      [r.loss for r in records], bootstrap=bootstrap)
+                                      [r.loss for r in records], bootstrap=bootstrap,
+                                      flops=[r.flops for r in records])
     except ValueError as e:
         return {"error": str(e)}
     samples = fit.bootstrap_samples
     return {**fit.as_dict(), "objective": fit.objective, "standard_errors": fit.standard_errors,
+            "flops_coefficient": fit.flops_coefficient, "flops_exponent": fit.flops_exponent,
             "bootstrap_samples": [] if samples is None else samples.tolist()}
 
 
@@ -541,7 +547,9 @@ def _parametric(fit: dict[str, Any]):
     return ParametricFit(E=a3["E"], A=a3["A"], B=a3["B"], alpha=a3["alpha"], beta=a3["beta"],
                          objective=a3.get("objective", math.nan),
                          standard_errors=a3.get("standard_errors", {}),
-                         bootstrap_samples=samples if samples.ndim == 2 and len(samples) else None)
+                         bootstrap_samples=samples if samples.ndim == 2 and len(samples) else None,
+                         flops_coefficient=a3.get("flops_coefficient", 6.0),
+                         flops_exponent=a3.get("flops_exponent", 1.0))
 
 
 def _law(fit: dict[str, Any], quantity: str):
@@ -602,7 +610,7 @@ def predict_at(fit: dict[str, Any], budget: float) -> dict[str, Any]:
 
 def run_prediction(config: PredictionConfig) -> dict[str, Any]:
     """Build the candidate nearest the predicted optimum, train it, compare the losses."""
-    from marin.scaling_laws.isoflop_analysis import nearest_candidate
+    from marin.scaling_laws.candidates import nearest_candidate
 
     fit = _read_json(_join(config.fit_path, "fit.json"))
     if fit is None:
@@ -662,7 +670,7 @@ def _prediction_train_config(config: PredictionConfig, candidate: CandidateConfi
         options["eval_every"] = max(1, candidate.train_steps // points)
     train = TrainLmConfig(cache_path=config.cache_path, model=candidate.model_config,
                           batch_size=candidate.batch_size, train_steps=candidate.train_steps,
-                          optimizer=candidate.optimizer, hardware=candidate.hardware,
+                          optimizer=candidate.optimizer, **_hardware(candidate.hardware),
                           output_path=_join(config.output_path, "run"))
     return replace(train, **options)
 
@@ -685,6 +693,11 @@ def write_study_report(config: StudyReportConfig) -> str:
 
 
 # -- small helpers -----------------------------------------------------------------------------
+
+def _hardware(preset: str | None) -> dict[str, str]:
+    """``TrainLmConfig``'s hardware field for a candidate's preset (None: its default)."""
+    return {} if preset is None else {"hardware": preset}
+
 
 def _finite(value: Any) -> bool:
     try:

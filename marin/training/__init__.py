@@ -1,15 +1,35 @@
 """Training: the language-model trainer step, optimizers, checkpoints.
 
-    from marin.training import TrainLmConfig, train_lm, train_step
+    from marin.training import OptimizerHyperparameters, TrainLmConfig, train_lm, train_step
+
+Design note: names are loaded on first use (PEP 562), so ``import marin.training`` or
+``marin.training.hyperparameters`` imports neither JAX nor the scaling-law fits; a study can
+build optimizer hyperparameters and plan its runs without them.
 """
 
-from marin.training.trainer import (
-    TrainingConfigError,
-    TrainingDivergedError,
-    TrainLmConfig,
-    train_lm,
-    train_step,
-)
+from __future__ import annotations
 
-__all__ = ["TrainLmConfig", "TrainingConfigError", "TrainingDivergedError", "train_lm",
-           "train_step"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "OptimizerHyperparameters": "marin.training.hyperparameters",
+    "TrainLmConfig": "marin.training.trainer",
+    "TrainingConfigError": "marin.training.trainer",
+    "TrainingDivergedError": "marin.training.trainer",
+    "train_lm": "marin.training.trainer",
+    "train_step": "marin.training.trainer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'marin.training' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -6,6 +6,10 @@
     checkpoints.save(100, (model, opt_state), {"data_step": 100})  # returns at once
     checkpoints.close()                              # waits for the last save to commit
 
+The trainer saves ``(model, opt_state)`` and the data position. No random state is saved:
+training draws no random numbers after initialisation (no dropout), and the data order is
+a function of the seed and the step, so these resume a run exactly.
+
 Saving is orbax-checkpoint's ``CheckpointManager`` on tensorstore (uncompressed), the way
 Levanter and MaxText checkpoint: ``save`` copies the arrays off the accelerators and
 returns; a background thread writes them while training goes on (a second ``save`` first

@@ -1,6 +1,7 @@
 """Optimizers and learning-rate schedules for the trainer.
 
-    tx = build_optimizer(hyper, total_steps, params)   # AdamW or AdamH, clipping, schedule
+    tx, schedule = build_optimizer(hyper, total_steps, params)
+    # tx: clipping, then AdamW or AdamH; schedule: the learning rate at each step
 
 * ``adamw``: optax AdamW; weight decay on matrices only.
 * ``adamh`` (Marin/Levanter's AdamH, the optimizer CompletedAdamhHeuristic assumes): Adam
@@ -21,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
+from marin.training.hyperparameters import OptimizerHyperparameters
 
 MATRIX, STACKED_MATRIX, OTHER = "matrix", "stacked_matrix", "other"
 

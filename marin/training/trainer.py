@@ -11,6 +11,15 @@ MFU against the hardware preset's peak, step time, wall-clock time, gradient nor
 and bits per byte at intervals), ``summary.json`` (params, tokens, FLOPs, final train and
 eval loss: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
 ``marin.training.checkpoint``) and, when asked, a JAX profile of a step range.
+
+A step's ``step_time`` (and so its tokens/s and MFU) leaves out the time JAX spent tracing
+and compiling during it, recorded as ``compile_time`` on the steps that compiled (the first
+step of a run or of a resumed run).
+
+The loop is short: each step runs the jitted update on the ``TrainerState``
+(``marin.training.state``: step, model and optimizer state, donated whole), then the hooks
+in order (``marin.training.hooks``): evaluation every ``eval_every`` steps, the metrics log,
+a checkpoint every ``checkpoint_every`` steps; the profiler wraps the steps it captures.
 """
 
 from __future__ import annotations
@@ -37,14 +46,18 @@ from marin.execution.step import (
     this_output_path,
     unversioned_field,
 )
-from marin.inference.handler import install_from_env, log_metrics
+from marin.inference.handler import install_from_env
 from marin.models.config import TransformerConfig
-from marin.models.transformer import Axes, TransformerLM
+from marin.models.transformer import TransformerLM
 from marin.processing.tokenize.cache import CacheError
 from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
-from marin.scaling_laws.isoflop_analysis import CandidateConfig, OptimizerHyperparameters
+from marin.scaling_laws.candidates import CandidateConfig
+from marin.storage.files import join_url
 from marin.training.checkpoint import Checkpoints, step_folder
+from marin.training.hooks import Every, Hook, MetricsLog, Profiler, Validation, progress_bar
+from marin.training.hyperparameters import OptimizerHyperparameters
 from marin.training.optimizer import build_optimizer
+from marin.training.state import CompileClock, TrainerState, make_eval_fn, make_update_fn
 
 logger = logging.getLogger("marin.training")
 
@@ -129,160 +142,134 @@ def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
     """The training step of one IsoFLOP candidate on a tokenize step's cache."""
     config = TrainLmConfig(cache_path=output_path_of(tokenized), model=candidate.model_config,
                            batch_size=candidate.batch_size, train_steps=candidate.train_steps,
-                           optimizer=candidate.optimizer, hardware=candidate.hardware)
+                           optimizer=candidate.optimizer)
+    if candidate.hardware is not None:  # else the config's default preset measures MFU
+        config = replace(config, hardware=candidate.hardware)
     config = replace(config, **overrides)
+    on_accelerators = candidate.hardware not in (None, "cpu")
     return ExecutorStep(name, train_lm, config, resumable=True,  # resumes from checkpoints
                         description=f"{candidate.params:.3g} params, {candidate.tokens:.3g} "
                         f"tokens, {candidate.flops:.3g} FLOPs",
-                        resources=StepResources(gpus=0 if candidate.hardware == "cpu" else
-                                                candidate.devices),
+                        resources=StepResources(gpus=candidate.devices if on_accelerators
+                                                else 0),
                         estimate=ComputeEstimate(candidate.flops,
-                                                 candidate.estimated_device_hours))
-
-
-def _loss(model: TransformerLM, tokens: jnp.ndarray, z_weight: float, dtype: Any
-          ) -> tuple[jnp.ndarray, jnp.ndarray]:
-    ax = Axes(model.config)
-    compute = jax.tree.map(lambda x: x.astype(dtype) if eqx.is_inexact_array(x) else x, model)
-    Batch = hax.Axis("batch", tokens.shape[0])
-    logits = compute(hax.named(tokens, (Batch, ax.Pos))).array.astype(jnp.float32)
-    logits, targets = logits[:, :-1], tokens[:, 1:]
-    log_z = jax.nn.logsumexp(logits, axis=-1)
-    picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
-    nll = jnp.mean(log_z - picked)
-    return nll + z_weight * jnp.mean(log_z**2), nll
-
-
-def make_train_step(tx: Any, z_weight: float, dtype: Any):
-    @eqx.filter_jit(donate="all-except-first")
-    def step(model, opt_state, tokens):
-        (_, nll), grads = eqx.filter_value_and_grad(_loss, has_aux=True)(model, tokens,
-                                                                          z_weight, dtype)
-        params = eqx.filter(model, eqx.is_inexact_array)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        model = eqx.apply_updates(model, updates)
-        grad_norm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
-        return model, opt_state, nll, grad_norm
-
-    return step
-
-
-def make_eval_step(dtype: Any):
-    @eqx.filter_jit
-    def evaluate(model, tokens):
-        return _loss(model, tokens, 0.0, dtype)[1]
-
-    return evaluate
+                                                 candidate.estimated_device_hours or 0.0))
 
 
 def train_lm(config: TrainLmConfig) -> dict[str, Any]:
     """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
     install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
     _check_config(config)
-    dtype = jnp.dtype(config.compute_dtype)
-    data = TokenCacheDataset(config.cache_path, config.model.seq_len,
-                             expected_tokenizer=config.tokenizer)
-    if data.vocab_size > config.model.vocab_size:
-        raise TrainingConfigError(
-            f"the token cache at {config.cache_path} has a vocabulary of {data.vocab_size}, "
-            f"larger than the model's TrainLmConfig.model.vocab_size={config.model.vocab_size};"
-            " use the tokenizer's vocabulary size for the model")
-    validation = _validation(config)
-    key = jax.random.PRNGKey(config.seed)
-    model = TransformerLM.init(config.model, key=key)
-    params = eqx.filter(model, eqx.is_inexact_array)
-    tx, schedule = build_optimizer(config.optimizer, config.train_steps, params)
-    opt_state = tx.init(params)
-    start, metrics = 0, _Metrics(config)
-    sharding = _Sharding(config.batch_size)
-    model, opt_state = sharding.place_state((model, opt_state))
-    checkpoints = Checkpoints(f"{config.output_path.rstrip('/')}/checkpoints",
-                              keep_last=config.checkpoint_keep,
-                              keep_every=config.checkpoint_keep_every,
-                              asynchronous=config.async_checkpoints)
+    data = _training_data(config)
+    run = _Run(config)
     try:
-        latest = checkpoints.latest_step()
-        if latest is not None:
-            (model, opt_state), meta = checkpoints.restore(latest, (model, opt_state))
-            start = int(meta["data_step"])
-            metrics.truncate(start)
-            logger.info("resumed from %s at step %d", step_folder(checkpoints.root, latest),
-                        start)
-        run = _Run(config, tx, schedule, sharding, metrics, checkpoints, dtype)
-        last_loss, final = run.train(model, opt_state, data, validation, start)
+        state, start = run.restore_or_init()
+        state, last_loss = run.train(state, data, start)
+        final = run.finish(state)
     finally:
-        checkpoints.close()  # the last save is committed before the step counts as done
-    summary = _summary(config, last_loss, final, metrics)
-    with fsspec.open(f"{config.output_path.rstrip('/')}/summary.json", "w") as f:
+        run.checkpoints.close()  # the last save is committed before the step counts as done
+    summary = _summary(config, last_loss, final, run.metrics)
+    with fsspec.open(join_url(config.output_path, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return summary
 
 
 class _Run:
-    """The training loop of one run, with what it needs at hand."""
+    """One run: its optimizer, sharding, checkpoints and hooks, and the loop over steps."""
 
-    def __init__(self, config: TrainLmConfig, tx: Any, schedule: Any, sharding: _Sharding,
-                 metrics: _Metrics, checkpoints: Checkpoints, dtype: Any):
-        self.config, self.schedule, self.sharding = config, schedule, sharding
-        self.metrics, self.checkpoints = metrics, checkpoints
-        self.step_fn = make_train_step(tx, config.optimizer.z_loss_weight, dtype)
-        self.eval_fn = make_eval_step(dtype)
+    def __init__(self, config: TrainLmConfig):
+        self.config = config
+        dtype = jnp.dtype(config.compute_dtype)
+        self.model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
+        self.tx, self.schedule = build_optimizer(
+            config.optimizer, config.train_steps, eqx.filter(self.model, eqx.is_inexact_array))
+        self.update = make_update_fn(self.tx, config.optimizer.z_loss_weight, dtype)
+        self.sharding = _Sharding(config.batch_size)
+        self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
+                                  config.log_every)
+        self.validation = _validation(config, make_eval_fn(dtype))
+        self.profiler = Profiler(join_url(config.output_path, "profile"), config.profile_steps)
         self.flops_per_step = config.model.training_flops_per_token() * config.batch_size \
             * config.model.seq_len
         self.peak = _peak_flops(config.hardware) * jax.device_count()
+        self.checkpoints = Checkpoints(join_url(config.output_path, "checkpoints"),
+                                       keep_last=config.checkpoint_keep,
+                                       keep_every=config.checkpoint_keep_every,
+                                       asynchronous=config.async_checkpoints)
+        end = config.train_steps
+        self.hooks: list[Hook] = [self.metrics.hook,
+                                  Every(config.checkpoint_every, self._checkpoint, until=end)]
+        if self.validation is not None:  # evaluation adds to the record the metrics store
+            self.hooks.insert(0, Every(config.eval_every, self.validation.hook, until=end))
 
-    def train(self, model, opt_state, data, validation, start: int
-              ) -> tuple[float, dict[str, float]]:
-        config, sharding, metrics = self.config, self.sharding, self.metrics
-        loader = DataLoader(data, config.batch_size, seed=config.seed, start_step=start)
+    def restore_or_init(self) -> tuple[TrainerState, int]:
+        """The state at the latest complete checkpoint, or a fresh one; and its step."""
+        state = self.sharding.place_state(TrainerState.init(self.model, self.tx))
+        latest = self.checkpoints.latest_step()
+        if latest is None:
+            return state, 0
+        # On disk: (model, opt_state) and, in the metadata, the data position.
+        (model, opt_state), meta = self.checkpoints.restore(
+            latest, (state.model, state.opt_state))
+        start = int(meta["data_step"])
+        self.metrics.truncate(start)
+        logger.info("resumed from %s at step %d", step_folder(self.checkpoints.root, latest),
+                    start)
+        return TrainerState(jnp.asarray(start, jnp.int32), model, opt_state), start
+
+    def train(self, state: TrainerState, data: TokenCacheDataset, start: int
+              ) -> tuple[TrainerState, float]:
+        config = self.config
+        batches = iter(DataLoader(data, config.batch_size, seed=config.seed, start_step=start))
+        progress = progress_bar(config.train_steps, start)
         last_loss = math.nan
-        train_iter = iter(loader)
-        progress = _progress_bar(config, start)
         for step in range(start, config.train_steps):
-            profiling = _maybe_profile(config, step)
-            # A step marker for profile readers (`marin trace summarize`): data wait included.
-            with jax.profiler.StepTraceAnnotation("train", step_num=step):
-                _, batch = next(train_iter)
-                t0 = time.perf_counter()
-                try:
-                    model, opt_state, loss, grad_norm = self.step_fn(
-                        model, opt_state, sharding.place_batch(batch))
-                except jax.errors.JaxRuntimeError as e:
-                    oom = explain_out_of_memory(e, config.batch_size, sharding.count)
-                    if oom is None:
-                        raise
-                    raise oom from e
-                loss = float(loss)
-                elapsed = time.perf_counter() - t0
-            if profiling:
-                _stop_profile(config, step)
-            if not math.isfinite(loss):
-                self._diverged(loss, step)
-            last_loss = loss
-            done = step + 1
-            record = {"step": done, "loss": loss, "learning_rate": float(self.schedule(step)),
-                      "grad_norm": float(grad_norm), "step_time": elapsed,
-                      "tokens_per_s": config.batch_size * config.model.seq_len / elapsed,
-                      "mfu": self.flops_per_step / elapsed / self.peak, "wall_time": time.time()}
-            if validation is not None and config.eval_every and done % config.eval_every == 0 \
-                    and done < config.train_steps:
-                record.update(_evaluate(self.eval_fn, model, validation, config))
-            metrics.add(record)
-            progress(done, loss)
-            if config.checkpoint_every and done % config.checkpoint_every == 0 \
-                    and done < config.train_steps:
-                self._checkpoint(done, model, opt_state)
+            with self.profiler.around(step):
+                _, batch = next(batches)
+                state, record = self._step(state, batch, step)
+            last_loss = record["loss"]
+            for hook in self.hooks:
+                hook(step + 1, state, record)
+            progress(step + 1, last_loss)
         progress(None, None)
-        final: dict[str, Any] = {}
-        if validation is not None:
-            final = _evaluate(self.eval_fn, model, validation, config)
-            metrics.add({"step": config.train_steps, **final})
-        self._checkpoint(config.train_steps, model, opt_state)
-        return last_loss, final
+        return state, last_loss
 
-    def _checkpoint(self, done: int, model, opt_state) -> None:
+    def finish(self, state: TrainerState) -> dict[str, float]:
+        """The final evaluation and checkpoint; returns the evaluation's figures."""
+        final: dict[str, Any] = {}
+        if self.validation is not None:
+            final = self.validation.evaluate(state.model)
+            self.metrics.add({"step": self.config.train_steps, **final})
+        self._checkpoint(self.config.train_steps, state, {})
+        return final
+
+    def _step(self, state: TrainerState, batch: np.ndarray, step: int
+              ) -> tuple[TrainerState, dict[str, Any]]:
+        """One update, timed without the time JAX spent compiling it."""
+        config = self.config
+        with CompileClock() as clock:
+            try:
+                state, out = self.update(state, self.sharding.place_batch(batch))
+            except jax.errors.JaxRuntimeError as e:
+                oom = explain_out_of_memory(e, config.batch_size, self.sharding.count)
+                if oom is None:
+                    raise
+                raise oom from e
+            loss = float(out["loss"])
+        if not math.isfinite(loss):
+            self._diverged(loss, step)
+        elapsed = max(clock.elapsed - clock.seconds, 1e-9)
+        record = {"step": step + 1, "loss": loss, "learning_rate": float(self.schedule(step)),
+                  "grad_norm": float(out["grad_norm"]), "step_time": elapsed,
+                  "tokens_per_s": config.batch_size * config.model.seq_len / elapsed,
+                  "mfu": self.flops_per_step / elapsed / self.peak, "wall_time": time.time()}
+        if clock.seconds:
+            record["compile_time"] = clock.seconds
+        return state, record
+
+    def _checkpoint(self, done: int, state: TrainerState, record: dict[str, Any]) -> None:
         self.metrics.flush()  # first: a complete checkpoint implies its metrics are stored
-        self.checkpoints.save(done, (model, opt_state), {"data_step": done})
+        self.checkpoints.save(done, (state.model, state.opt_state), {"data_step": done})
 
     def _diverged(self, loss: float, step: int) -> None:
         self.checkpoints.wait()
@@ -329,28 +316,6 @@ class _Sharding:
         return jax.device_put(batch, self.batch)
 
 
-def _progress_bar(config: TrainLmConfig, start: int):
-    """A rich progress bar on a terminal; log lines (every ``log_every`` steps) otherwise."""
-    import sys
-
-    if not sys.stderr.isatty():
-        return lambda step, loss: None
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(TextColumn("train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                   TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), transient=True)
-    task = bar.add_task("train", total=config.train_steps, completed=start, loss="-")
-    bar.start()
-
-    def update(step: int | None, loss: float | None) -> None:
-        if step is None:
-            bar.stop()
-        else:
-            bar.update(task, completed=step, loss=f"{loss:.4f}")
-
-    return update
-
-
 def _check_config(config: TrainLmConfig) -> None:
     if not isinstance(config.output_path, str) or not isinstance(config.cache_path, str):
         raise TrainingConfigError("TrainLmConfig paths are still placeholders: run train_lm "
@@ -361,7 +326,18 @@ def _check_config(config: TrainLmConfig) -> None:
                                       f"{getattr(config, name)}")
 
 
-def _validation(config: TrainLmConfig) -> tuple[TokenCacheDataset, float] | None:
+def _training_data(config: TrainLmConfig) -> TokenCacheDataset:
+    data = TokenCacheDataset(config.cache_path, config.model.seq_len,
+                             expected_tokenizer=config.tokenizer)
+    if data.vocab_size > config.model.vocab_size:
+        raise TrainingConfigError(
+            f"the token cache at {config.cache_path} has a vocabulary of {data.vocab_size}, "
+            f"larger than the model's TrainLmConfig.model.vocab_size={config.model.vocab_size};"
+            " use the tokenizer's vocabulary size for the model")
+    return data
+
+
+def _validation(config: TrainLmConfig, eval_fn: Any) -> Validation | None:
     try:
         data = TokenCacheDataset(config.cache_path, config.model.seq_len, split="validation",
                                  record_read=False)
@@ -371,19 +347,8 @@ def _validation(config: TrainLmConfig) -> tuple[TokenCacheDataset, float] | None
     from marin.processing.tokenize.cache_stats import read_cache_stats
 
     stats = read_cache_stats(config.cache_path, split="validation")
-    return data, stats.tokens_per_byte
-
-
-def _evaluate(eval_fn, model, validation, config: TrainLmConfig) -> dict[str, float]:
-    data, tokens_per_byte = validation
-    count = min(config.eval_batches * config.batch_size, data.num_sequences)
-    losses = []
-    for start in range(0, count, config.batch_size):
-        batch = np.stack([data.sequence(i) for i in range(start, min(count,
-                                                                     start + config.batch_size))])
-        losses.append(float(eval_fn(model, jnp.asarray(batch))) * len(batch))
-    loss = sum(losses) / count
-    return {"eval_loss": loss, "eval_bpb": loss * tokens_per_byte / math.log(2)}
+    return Validation(data, stats.tokens_per_byte, eval_fn, config.batch_size,
+                      config.eval_batches)
 
 
 def _peak_flops(hardware: str) -> float:
@@ -392,54 +357,8 @@ def _peak_flops(hardware: str) -> float:
     return get_preset(hardware).peak_bf16_flops
 
 
-def _maybe_profile(config: TrainLmConfig, step: int) -> bool:
-    if config.profile_steps is None:
-        return False
-    first, _ = config.profile_steps
-    if step == first:
-        jax.profiler.start_trace(f"{config.output_path.rstrip('/')}/profile")
-    return first <= step < config.profile_steps[1]
-
-
-def _stop_profile(config: TrainLmConfig, step: int) -> None:
-    if config.profile_steps is not None and step == config.profile_steps[1] - 1:
-        jax.block_until_ready(jnp.zeros(()))
-        jax.profiler.stop_trace()
-
-
-class _Metrics:
-    """metrics.jsonl: kept in memory and rewritten whole at checkpoints and at the end."""
-
-    def __init__(self, config: TrainLmConfig):
-        self.path = f"{config.output_path.rstrip('/')}/metrics.jsonl"
-        self.records: list[dict[str, Any]] = []
-        self.log_every = max(1, config.log_every)
-        try:
-            with fsspec.open(self.path, "r") as f:
-                self.records = [json.loads(line) for line in f if line.strip()]
-        except FileNotFoundError:
-            pass
-
-    def truncate(self, step: int) -> None:
-        self.records = [r for r in self.records if r["step"] <= step]
-
-    def add(self, record: dict[str, Any]) -> None:
-        self.records.append(record)
-        log_metrics(record)  # a structured entry in the log service, when $MARIN_LOGGER is set
-        if "loss" in record and record["step"] % self.log_every == 0:
-            logger.info("step %d loss %.4f %.0f tok/s mfu %.1f%%", record["step"],
-                        record["loss"], record["tokens_per_s"], 100 * record["mfu"])
-
-    def flush(self) -> None:
-        with fsspec.open(self.path, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in self.records)
-
-    def train_losses(self) -> list[float]:
-        return [r["loss"] for r in self.records if "loss" in r]
-
-
 def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
-             metrics: _Metrics) -> dict[str, Any]:
+             metrics: MetricsLog) -> dict[str, Any]:
     tokens = config.train_steps * config.batch_size * config.model.seq_len
     recent = metrics.train_losses()[-10:]
     return {"params": config.model.num_params(), "tokens": tokens,

@@ -20,8 +20,8 @@ from marin.processing.tokenize import (
     tokenize,
     train_tokenizer,
 )
-from marin.scaling_laws.isoflop_analysis import OptimizerHyperparameters
 from marin.training import TrainLmConfig
+from marin.training.hyperparameters import OptimizerHyperparameters
 from tests.helpers.corpus import plays
 
 VOCAB = 512

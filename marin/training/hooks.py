@@ -1,0 +1,149 @@
+"""What the training loop does besides stepping: metrics, evaluation, profiles, progress.
+
+    metrics = MetricsLog(join_url(out, "metrics.jsonl"), log_every=50)
+    hooks = [Every(100, evaluate_hook), metrics_hook, Every(1000, checkpoint_hook)]
+    for hook in hooks:
+        hook(done, state, record)          # after each step, in order
+
+A hook is any callable ``(done, state, record)``: ``done`` is the number of steps taken,
+``state`` the ``TrainerState`` after them, ``record`` the step's metrics (a dict a hook may
+add to: evaluation adds ``eval_loss`` before the metrics hook stores the record).
+``Every(n, hook)`` runs ``hook`` when ``done`` is a multiple of ``n`` (never when ``n`` is 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from marin.inference.handler import log_metrics
+
+logger = logging.getLogger("marin.training")
+
+Hook = Callable[[int, Any, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Every:
+    """Run ``hook`` after every ``every``-th step, except at ``until`` (the end, which the
+    trainer handles once for every hook); ``every`` 0: never."""
+
+    every: int
+    hook: Hook
+    until: int | None = None
+
+    def __call__(self, done: int, state: Any, record: dict[str, Any]) -> None:
+        if self.every and done % self.every == 0 and done != self.until:
+            self.hook(done, state, record)
+
+
+class MetricsLog:
+    """metrics.jsonl: kept in memory and rewritten whole at checkpoints and at the end."""
+
+    def __init__(self, path: str, log_every: int):
+        self.path = path
+        self.records: list[dict[str, Any]] = []
+        self.log_every = max(1, log_every)
+        try:
+            with fsspec.open(self.path, "r") as f:
+                self.records = [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            pass
+
+    def truncate(self, step: int) -> None:
+        self.records = [r for r in self.records if r["step"] <= step]
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        log_metrics(record)  # a structured entry in the log service, when $MARIN_LOGGER is set
+        if "loss" in record and record["step"] % self.log_every == 0:
+            logger.info("step %d loss %.4f %.0f tok/s mfu %.1f%%", record["step"],
+                        record["loss"], record["tokens_per_s"], 100 * record["mfu"])
+
+    def hook(self, done: int, state: Any, record: dict[str, Any]) -> None:
+        self.add(record)
+
+    def flush(self) -> None:
+        with fsspec.open(self.path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in self.records)
+
+    def train_losses(self) -> list[float]:
+        return [r["loss"] for r in self.records if "loss" in r]
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The held-out split: ``batches`` batches of ``batch_size`` sequences, scored by
+    ``eval_fn(model, tokens)``; bits per byte from the cache's tokens per byte."""
+
+    data: Any  # a TokenCacheDataset
+    tokens_per_byte: float
+    eval_fn: Callable[[Any, jax.Array], jax.Array]
+    batch_size: int
+    batches: int
+
+    def evaluate(self, model: Any) -> dict[str, float]:
+        count = min(self.batches * self.batch_size, self.data.num_sequences)
+        total = 0.0
+        for start in range(0, count, self.batch_size):
+            stop = min(count, start + self.batch_size)
+            batch = np.stack([self.data.sequence(i) for i in range(start, stop)])
+            total += float(self.eval_fn(model, jnp.asarray(batch))) * len(batch)
+        loss = total / count
+        return {"eval_loss": loss, "eval_bpb": loss * self.tokens_per_byte / math.log(2)}
+
+    def hook(self, done: int, state: Any, record: dict[str, Any]) -> None:
+        record.update(self.evaluate(state.model))
+
+
+class Profiler:
+    """A JAX profile (XPlane) of steps [first, last) into ``folder``, or nothing."""
+
+    def __init__(self, folder: str, steps: tuple[int, int] | None):
+        self.folder, self.steps = folder, steps
+
+    @contextlib.contextmanager
+    def around(self, step: int) -> Iterator[None]:
+        """Wraps step ``step`` (0-based): starts the trace before the first step of the
+        range and stops it after the last; each step is marked for profile readers."""
+        first, last = self.steps if self.steps is not None else (-1, -1)
+        if step == first:
+            jax.profiler.start_trace(self.folder)
+        # A step marker for profile readers (`marin trace summarize`): data wait included.
+        with jax.profiler.StepTraceAnnotation("train", step_num=step):
+            yield
+        if first <= step == last - 1:
+            jax.block_until_ready(jnp.zeros(()))
+            jax.profiler.stop_trace()
+
+
+def progress_bar(total: int, start: int) -> Callable[[int | None, float | None], None]:
+    """A rich progress bar on a terminal (``update(None, None)`` ends it); nothing otherwise
+    (the metrics log prints a line every ``log_every`` steps)."""
+    if not sys.stderr.isatty():
+        return lambda step, loss: None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("train"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), transient=True)
+    task = bar.add_task("train", total=total, completed=start, loss="-")
+    bar.start()
+
+    def update(step: int | None, loss: float | None) -> None:
+        if step is None:
+            bar.stop()
+        else:
+            bar.update(task, completed=step, loss=f"{loss:.4f}")
+
+    return update

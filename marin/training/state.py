@@ -1,0 +1,123 @@
+"""The trainer's state and the jitted functions that advance and evaluate it.
+
+    state = TrainerState.init(model, tx)
+    update = make_update_fn(tx, z_weight=1e-7, dtype=jnp.bfloat16)
+    state, metrics = update(state, tokens)      # one optimizer step; ``state`` is donated
+    float(metrics["loss"]), int(state.step)
+
+Design note: everything a step changes (the step count, the model, the optimizer state) is
+one ``equinox.Module``, and the update donates it whole (``filter_jit(donate="all")``).
+XLA then writes the new parameters and moments into the buffers of the old ones, so an
+accelerator holds one copy of each, not two: the 16 bytes per parameter that
+``marin.models.memory`` budgets (fp32 parameters, gradients and two Adam moments). A caller
+must not touch a state (or a batch) after passing it to ``update``: its buffers are gone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import haliax as hax
+import jax
+import jax.numpy as jnp
+
+from marin.models.transformer import Axes, TransformerLM
+
+
+class TrainerState(eqx.Module):
+    """What one training step reads and replaces.
+
+    Attributes:
+        step: optimizer steps taken so far (an int32 scalar array).
+        model: the model, float32 parameters.
+        opt_state: the optax state of the model's inexact arrays.
+    """
+
+    step: jax.Array
+    model: TransformerLM
+    opt_state: Any
+
+    @staticmethod
+    def init(model: TransformerLM, tx: Any, step: int = 0) -> TrainerState:
+        return TrainerState(jnp.asarray(step, jnp.int32), model,
+                            tx.init(eqx.filter(model, eqx.is_inexact_array)))
+
+
+def loss_fn(model: TransformerLM, tokens: jnp.ndarray, z_weight: float, dtype: Any
+            ) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """(training loss, next-token NLL): the mean NLL plus ``z_weight * mean(log Z ** 2)``;
+    activations and matmuls in ``dtype``, logits in float32."""
+    ax = Axes(model.config)
+    compute = jax.tree.map(lambda x: x.astype(dtype) if eqx.is_inexact_array(x) else x, model)
+    Batch = hax.Axis("batch", tokens.shape[0])
+    logits = compute(hax.named(tokens, (Batch, ax.Pos))).array.astype(jnp.float32)
+    logits, targets = logits[:, :-1], tokens[:, 1:]
+    log_z = jax.nn.logsumexp(logits, axis=-1)
+    picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    nll = jnp.mean(log_z - picked)
+    return nll + z_weight * jnp.mean(log_z**2), nll
+
+
+def make_update_fn(tx: Any, z_weight: float, dtype: Any
+                   ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
+    """The jitted optimizer step: ``update(state, tokens) -> (state, {"loss", "grad_norm"})``,
+    donating ``state`` (and ``tokens``)."""
+
+    @eqx.filter_jit(donate="all")
+    def update(state: TrainerState, tokens: jax.Array) -> tuple[TrainerState, dict]:
+        (_, nll), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(
+            state.model, tokens, z_weight, dtype)
+        params = eqx.filter(state.model, eqx.is_inexact_array)
+        updates, opt_state = tx.update(grads, state.opt_state, params)
+        model = eqx.apply_updates(state.model, updates)
+        grad_norm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+        return TrainerState(state.step + 1, model, opt_state), {"loss": nll,
+                                                                "grad_norm": grad_norm}
+
+    return update
+
+
+def make_eval_fn(dtype: Any) -> Callable[[TransformerLM, jax.Array], jax.Array]:
+    """The jitted mean next-token NLL of a batch (nothing donated)."""
+
+    @eqx.filter_jit
+    def evaluate(model: TransformerLM, tokens: jax.Array) -> jax.Array:
+        return loss_fn(model, tokens, 0.0, dtype)[1]
+
+    return evaluate
+
+
+class CompileClock:
+    """Seconds JAX spent tracing, lowering and compiling in this thread while open.
+
+        with CompileClock() as clock:
+            state, metrics = update(state, tokens)
+        clock.seconds          # 0.0 once the step is compiled
+
+    It listens to JAX's own compile-duration events (``jax.monitoring``), so a step that
+    compiles (the first one, or any recompilation) can report its compute time alone.
+    """
+
+    PREFIX = "/jax/core/compile/"
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._thread = threading.get_ident()
+
+    def _listen(self, event: str, duration: float, **_: Any) -> None:
+        if event.startswith(self.PREFIX) and threading.get_ident() == self._thread:
+            self.seconds += duration
+
+    def __enter__(self) -> CompileClock:
+        self.seconds, self._thread = 0.0, threading.get_ident()
+        self._started = time.perf_counter()
+        jax.monitoring.register_event_duration_secs_listener(self._listen)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        jax.monitoring.unregister_event_duration_listener(self._listen)
+        self.elapsed = time.perf_counter() - self._started

@@ -74,7 +74,9 @@ def _no_lease_left(tmp_path: Path) -> bool:
 
 def test_a_paused_executor_that_lost_its_lease_cannot_touch_the_committed_output(
         tmp_path: Path):
-    paused = _start(tmp_path, "--lease-ttl", "1", MARIN_TEST_LINES="10",
+    # A ttl of 3 s renews every 0.3 s: a pause that lands inside a renewal (which holds the
+    # folder's lock on local disk; see "Guarantees" in docs/executor.md) stays unlikely.
+    paused = _start(tmp_path, "--lease-ttl", "3", MARIN_TEST_LINES="10",
                     MARIN_TEST_LINE_SLEEP="0.2")
     _wait_for(tmp_path / "started" / "first.3", paused)
     paused.send_signal(signal.SIGSTOP)

@@ -92,6 +92,32 @@ def test_a_stale_lease_is_taken_over_and_the_old_holder_notices(tmp_path: Path,
     assert _record(tmp_path).owner == "new"
 
 
+def test_confirm_reads_a_fresh_lease_and_fails_once_it_was_taken_over(tmp_path: Path,
+                                                                       clock: FakeClock):
+    holder = _lease(tmp_path, "holder", clock, ttl=30)
+    assert holder.try_acquire()
+    before = (tmp_path / ".executor_lease").stat()
+    assert holder.confirm()  # written just now: checked by a read, the file left as it was
+    after = (tmp_path / ".executor_lease").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert _record(tmp_path).renewals == 0
+    clock.advance(31)  # the holder was paused past the ttl; someone else takes over
+    assert _lease(tmp_path, "new", clock, ttl=30).try_acquire()
+    assert holder.confirm() is False and holder.lost
+
+
+def test_confirm_renews_a_lease_older_than_half_its_ttl(tmp_path: Path, clock: FakeClock):
+    holder = _lease(tmp_path, "holder", clock, ttl=0.2)
+    assert holder.try_acquire()
+    written = time.monotonic()
+    while time.monotonic() - written < 0.15:  # past half the ttl, by the holder's own clock
+        time.sleep(0.01)
+    clock.advance(0.15)
+    assert holder.confirm()
+    record = _record(tmp_path)
+    assert record.renewals == 1 and record.renewed_at == clock.now
+
+
 def test_a_renewal_restarts_the_ttl(tmp_path: Path, clock: FakeClock):
     holder = _lease(tmp_path, "holder", clock, ttl=30)
     assert holder.try_acquire()

@@ -148,6 +148,7 @@ class Lease:
         self.took_over_reason: str | None = None
         self.holder: LeaseRecord | None = None
         self._token: Any = None
+        self._written = 0.0  # time.monotonic() just before the record in force was written
         self._renewals = 0
         self._lock = threading.Lock()
         self._lost = threading.Event()
@@ -164,9 +165,10 @@ class Lease:
 
     def try_acquire(self) -> bool:
         """Take the lease if it is free or stale; False while another holder keeps it."""
+        written = time.monotonic()
         token = self.storage.create_if_absent(self.path, self._record())
         if token is not None:
-            self._token = token
+            self._token, self._written = token, written
             return True
         current = self.storage.read(self.path)
         if current is None:  # released between our create and our read
@@ -176,10 +178,11 @@ class Lease:
         if record is not None and reason is None:
             self.holder = record
             return False
+        written = time.monotonic()
         token = self.storage.compare_and_swap(self.path, current.token, self._record())
         if token is None:
             return False
-        self._token = token
+        self._token, self._written = token, written
         self.took_over_from = record
         self.took_over_reason = reason
         return True
@@ -190,12 +193,33 @@ class Lease:
             if self._token is None or self._lost.is_set():
                 return False
             self._renewals += 1
+            written = time.monotonic()
             token = self.storage.compare_and_swap(self.path, self._token, self._record())
             if token is None:
                 self._lost.set()
                 return False
-            self._token = token
+            self._token, self._written = token, written
             return True
+
+    def confirm(self) -> bool:
+        """True if the lease is still ours with at least half its ttl ahead, as a commit
+        needs; False (and the lease counts as lost) if someone took it.
+
+        A lease written less than ttl/2 ago is checked by reading it (its token unchanged
+        means nobody took it over, and nobody may for ttl/2 more); an older one is renewed.
+        Design note: reading rather than rewriting keeps a short step's lease file as it
+        was created, and on ext4 deleting a file that was just replaced by a rename waits
+        for its data to be written back (milliseconds, most of a trivial step's cost)."""
+        with self._lock:
+            if self._token is None or self._lost.is_set():
+                return False
+            if time.monotonic() - self._written < self.ttl / 2:
+                current = self.storage.read(self.path)
+                if current is None or current.token != self._token:
+                    self._lost.set()
+                    return False
+                return True
+        return self.renew()
 
     def start_heartbeat(self) -> None:
         """Renew every ttl/10 from now on, in a thread started when the first renewal is

@@ -12,7 +12,8 @@ The protocol, the same for every runner and every storage backend:
 3. run ``fn(config)``: the config's own output path points at this attempt's folder,
    ``<output>/.attempts/<run id>``, so a paused or killed attempt never writes into the
    output itself; on an exception write FAILED with the traceback;
-4. check the lease (a compare-and-swap renewal): only a holder that still owns it moves
+4. confirm the lease (``Lease.confirm``: a read, or a compare-and-swap renewal when the
+   record is older than half its ttl): only a holder that still owns it moves
    its attempt folder into the output (the commit) and writes SUCCESS;
 5. release the lease.
 
@@ -142,7 +143,7 @@ class ActiveSteps:
         for item in active:
             with item.lock:
                 item.cancelled = True
-                if item.lease.held and item.lease.renew():
+                if item.lease.held and item.lease.confirm():
                     _write_status(item, StepState.CANCELLED, error=reason)
                 item.lease.release()
         return [a.job.key for a in active]
@@ -178,7 +179,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
                 job.fn(job.config)
         except BaseException as e:  # the step's own failure, whatever its type
             tb = traceback.format_exc()
-            if not lease.renew():  # never overwrite the status of a step someone took over
+            if not lease.confirm():  # never overwrite the status of a step someone took over
                 return cancelled if item.cancelled else _lost(job, storage, started)
             if not active.write_status(item, StepState.FAILED, error=_one_line(e), tb=tb):
                 return cancelled
@@ -186,7 +187,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
                                _one_line(e), tb)
         if item.cancelled:
             return cancelled
-        if not lease.renew():
+        if not lease.confirm():
             return _lost(job, storage, started)
         misdirected = _misdirected_output(attempt)
         if misdirected is not None:

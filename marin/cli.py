@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -259,6 +260,8 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         err.print(f"[bold red]error:[/] unrecognized arguments: {' '.join(rest)} (overrides "
                   "look like --STEP_NAME.field value)", highlight=False, soft_wrap=True)
         return 2
+    global _exit_at_once
+    _exit_at_once = options.dry_run
     refusal = _preflight(module, options, args.yes)
     if refusal:
         err.print(f"[bold red]error:[/] {refusal}", highlight=False, soft_wrap=True)
@@ -277,5 +280,20 @@ def _preflight(module, options, assume_yes: bool) -> str | None:
     return preflight(options.dry_run, assume_yes)
 
 
+_exit_at_once = False  # set by a dry run: nothing is left to finish at exit
+
+
+def run() -> None:
+    """The console script: ``main``, then exit. After a dry run the process ends without
+    tearing down its objects one by one (a tenth of a 100,000-step dry run's time); other
+    commands exit normally, so that atexit handlers (Ray's shutdown among them) run."""
+    code = main()
+    if _exit_at_once:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

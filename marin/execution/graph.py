@@ -46,13 +46,15 @@ class StepNode:
     output_path: str
     dependencies: list[StepNode] = field(default_factory=list)
 
+    key: str = field(init=False)
+    """``<name>-<hash>``: the step's identity, and the last part of its output path."""
+
+    def __post_init__(self) -> None:
+        self.key = f"{self.step.name}-{self.hash}"
+
     @property
     def name(self) -> str:
         return self.step.name
-
-    @property
-    def key(self) -> str:
-        return f"{self.step.name}-{self.hash}"
 
     def __repr__(self) -> str:
         return f"StepNode({self.key})"
@@ -221,6 +223,8 @@ NAME_MAX = 255
 
 
 def _check_name_length(name: str) -> None:
+    if len(name) * 4 <= NAME_MAX - 20:  # UTF-8 spends at most 4 bytes on a character
+        return
     for part in name.split("/"):
         if len(part.encode()) > NAME_MAX - 20:
             raise StepGraphError(

@@ -41,9 +41,12 @@ class UnhashableConfigError(TypeError):
     """A config value has no canonical form; the message names its dotted path."""
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)  # made once: json.dumps would make one per call
+
+
 def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return _CANONICAL.encode(data)
 
 
 def version_hash(text: str) -> str:

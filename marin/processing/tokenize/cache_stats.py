@@ -51,7 +51,7 @@ def read_cache_stats(path: str, split: str | None = None) -> TokenizedCacheStats
         raise CacheError(f"no token cache at {path} (no {LEDGER})")
     splits = ledger.get("splits", {})
     if split is not None and split not in splits:
-        raise CacheError(f"cache {path} has no split {split!r}; it has {', '.join_url(splits)}")
+        raise CacheError(f"cache {path} has no split {split!r}; it has {', '.join(splits)}")
     shards = [s for name, shard_map in splits.items() if split in (None, name)
               for s in shard_map.values()]
     total_tokens = sum(s["tokens"] for s in shards)

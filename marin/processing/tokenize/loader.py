@@ -59,7 +59,7 @@ class TokenCacheDataset:
         shards = ledger["splits"].get(split)
         if not shards:
             raise CacheError(f"the token cache at {cache_path} has no {split!r} split; it has "
-                             f"{', '.join_url(ledger['splits']) or 'none'}")
+                             f"{', '.join(ledger['splits']) or 'none'}")
         names = sorted(shards)
         self._paths = [join_url(cache_path, split, f"{n}.tokens") for n in names]
         self._dtype = np.dtype(shards[names[0]]["dtype"])

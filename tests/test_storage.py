@@ -90,3 +90,119 @@ def test_unwritable_prefix_is_a_clear_error(tmp_path: Path):
 def test_unknown_scheme_names_the_url():
     with pytest.raises(UnknownSchemeError, match=r"'nosuch://b/x'.*installed schemes: .*gs://"):
         get_storage("nosuch://b/x")
+
+
+# -- marin.storage.files: the helpers steps and tools read and write files with ------------
+
+@pytest.mark.parametrize("base, parts, joined", [
+    ("gs://b/x", ("y", "z.json"), "gs://b/x/y/z.json"),
+    ("gs://b/x/", ("/y/", "z.json"), "gs://b/x/y/z.json"),
+    ("/data/run/", ("shard-0",), "/data/run/shard-0"),
+    ("data/run", ("", "a", "b/"), "data/run/a/b"),
+    ("/", ("a",), "/a"),
+    ("gs://", ("bucket", "k"), "gs://bucket/k"),
+    ("s3://b/p/", (), "s3://b/p"),
+])
+def test_join_url_puts_one_slash_between_pieces(base, parts, joined):
+    from marin.storage.files import join_url
+
+    assert join_url(base, *parts) == joined
+
+
+@pytest.mark.parametrize("url, normal", [
+    ("gcs://b/x/", "gs://b/x"), ("GS://b/x", "gs://b/x"), ("s3a://b/k", "s3://b/k"),
+    ("file:///tmp/x/", "/tmp/x"), ("local:///tmp/x", "/tmp/x"), ("/", "/"),
+    ("memory://t/a", "memory://t/a"), ("rel/path/", "rel/path"),
+])
+def test_normalize_url_spells_each_scheme_one_way(url, normal):
+    from marin.storage.files import is_local, normalize_url
+
+    assert normalize_url(url) == normal
+    assert is_local(url) == ("://" not in normal)
+
+
+def test_files_round_trip_and_list_as_urls_of_the_same_scheme(root: str):
+    from marin.storage.files import atomic_write, exists, find, glob, join_url, open_url
+
+    first, second = join_url(root, "run/", "a.json"), join_url(root, "run", "sub", "b.txt")
+    with atomic_write(first, "w") as f:
+        f.write('{"n": 1}')
+    with atomic_write(second) as f:
+        f.write(b"bytes")
+    with open_url(first, "r") as f:
+        assert f.read() == '{"n": 1}'
+    assert exists(second) and not exists(join_url(root, "run", "missing"))
+    found = find(join_url(root, "run"))
+    assert [u.rpartition("/")[2] for u in found] == ["a.json", "b.txt"]
+    for url in found + glob(join_url(root, "run", "*.json")):  # listed URLs open again
+        assert _scheme(url) == _scheme(root)
+        with open_url(url) as f:
+            assert f.read() in (b'{"n": 1}', b"bytes")
+    assert find(join_url(root, "nothing-here")) == []
+
+
+def test_gcs_spelling_reaches_the_same_objects_as_gs(gcs_bucket: str):
+    from marin.storage.files import atomic_write, find, open_url
+
+    with atomic_write(f"{gcs_bucket}/x/y.txt") as f:
+        f.write(b"one object")
+    alias = "gcs://" + gcs_bucket.removeprefix("gs://")
+    with open_url(f"{alias}/x/y.txt") as f:
+        assert f.read() == b"one object"
+    assert find(f"{alias}/x") == [f"{gcs_bucket}/x/y.txt"]  # listed in the canonical spelling
+
+
+def test_a_writer_that_raises_leaves_nothing_behind(root: str, tmp_path: Path, monkeypatch):
+    import tempfile
+
+    from marin.storage.files import atomic_write, exists, find, join_url
+
+    buffers = tmp_path / "local-buffers"  # where uploads to object stores are staged
+    buffers.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(buffers))
+    target = join_url(root, "out", "shard.tokens")
+    with pytest.raises(RuntimeError, match="writer failed"), atomic_write(target) as f:
+        f.write(b"x" * 100_000)
+        raise RuntimeError("writer failed")
+    assert not exists(target)
+    assert find(join_url(root, "out")) == []  # no partial file, no temporary name
+    if "://" not in root:
+        assert os.listdir(os.path.join(root, "out")) == []
+    assert os.listdir(buffers) == []  # the local upload buffer is gone too
+
+
+def test_a_failed_rewrite_keeps_the_old_contents(root: str):
+    from marin.storage.files import atomic_write, join_url, open_url
+
+    target = join_url(root, "ledger.json")
+    with atomic_write(target, "w") as f:
+        f.write("old")
+    with pytest.raises(ValueError), atomic_write(target, "w") as f:
+        f.write("new, half")
+        raise ValueError
+    with open_url(target, "r") as f:
+        assert f.read() == "old"
+
+
+def test_atomic_write_refuses_modes_that_are_not_whole_files(tmp_path: Path):
+    from marin.storage.files import atomic_write
+
+    with pytest.raises(ValueError, match="mode 'w' or 'wb', not 'a'"), \
+            atomic_write(str(tmp_path / "x"), "a"):
+        pass
+
+
+def test_move_into_place_moves_a_finished_file(root: str, tmp_path: Path):
+    from marin.storage.files import join_url, move_into_place, open_url
+
+    source = tmp_path / "finished"
+    source.write_bytes(b"whole")
+    target = join_url(root, "deep", "er", "file.bin")
+    move_into_place(str(source), target)
+    assert not source.exists()
+    with open_url(target) as f:
+        assert f.read() == b"whole"
+
+
+def _scheme(url: str) -> str:
+    return url.partition("://")[0] if "://" in url else "file"

@@ -289,16 +289,12 @@ def _in_a_thread(fn):
     return out["value"]
 
 
-@pytest.mark.slow
-def test_inside_an_executor_thread_a_process_the_step_owns_forks_the_workers(corpus: Path,
-                                                                             tmp_path: Path):
-    from marin.processing.tokenize import pool
-
-    assert _in_a_thread(pool.choose_route) == "subprocess"
+def test_inside_an_executor_thread_the_shards_equal_a_single_workers(corpus: Path,
+                                                                    tmp_path: Path):
     pattern = str(corpus / "*.txt")
     threaded = tmp_path / "threaded"
     _in_a_thread(lambda: tokenize(TokenizeConfig(train_paths=(pattern,),
-                                                 cache_path=str(threaded), num_processes=2)))
+                                                 cache_path=str(threaded), num_processes=3)))
     single = tmp_path / "single"
     tokenize(TokenizeConfig(train_paths=(pattern,), cache_path=str(single), num_processes=1))
     shards = sorted(p.name for p in (single / "train").iterdir())
@@ -309,30 +305,14 @@ def test_inside_an_executor_thread_a_process_the_step_owns_forks_the_workers(cor
     assert ledger["complete"] and len(ledger["splits"]["train"]) == len(shards) // 2
 
 
-WORKER_IMPORTS = """
-import json, sys
-from marin.processing.tokenize.pool import _serve
-_serve(2)
-print(json.dumps({"jax": "jax" in sys.modules}))
-"""
-
-
-@pytest.mark.slow
-def test_the_owned_process_reports_each_shard_and_never_imports_jax(corpus: Path,
-                                                                    tmp_path: Path):
-    from marin.processing.tokenize.shard import ShardJob
-
-    jobs = [ShardJob("train", i, str(p), str(tmp_path / "cache"), "gpt2", "text", 64)
-            for i, p in enumerate(sorted(corpus.glob("*.txt"))[:3])]
-    out = subprocess.run([sys.executable, "-c", WORKER_IMPORTS], input=json.dumps(
-        [j.__dict__ for j in jobs]), capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = [json.loads(line) for line in out.stdout.splitlines()]
-    assert lines[-1] == {"jax": False}
-    assert sorted(m["index"] for m in lines[:-1]) == [0, 1, 2]
-    texts = [Path(j.path).read_text() for j in jobs]
-    for message in lines[:-1]:
-        assert message["result"]["tokens"] == _tiktoken_count([texts[message["index"]]]) + 1
+def test_array_encoding_is_ordinary_encoding_even_with_special_token_text():
+    """The cache holds what ``encode_ordinary`` gives: "<|endoftext|>" inside a document is
+    text, not the end-of-document token."""
+    ours = load_encoder("gpt2")
+    texts = ["Hello <|endoftext|> world", "", "Ünïcödé and emoji \U0001f600", "x" * 5000]
+    arrays = ours.encode_arrays(texts)
+    assert [a.tolist() for a in arrays] == ours.encoding.encode_ordinary_batch(texts)
+    assert ours.eos_id not in arrays[0].tolist()
 
 
 @pytest.mark.slow
@@ -348,3 +328,43 @@ def test_a_workers_error_inside_an_executor_thread_is_raised_with_its_message(tm
         _in_a_thread(lambda: tokenize(config))
     ledger = tmp_path / "cache" / "ledger.json"  # written once a first shard is recorded
     assert not ledger.exists() or not json.loads(ledger.read_text())["complete"]
+    left = sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    assert "shard-00001.tokens" not in left  # the failed shard wrote nothing
+    assert not [n for n in left if ".tmp-" in n]  # and no temporary file is left
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["gcs_bucket", "s3_bucket"])
+def test_a_cache_in_a_bucket_equals_a_local_one(store: str, corpus: Path, tmp_path: Path,
+                                                request):
+    from marin.processing.tokenize.cache_stats import find_caches
+    from marin.storage.files import move_into_place
+
+    bucket = request.getfixturevalue(store)
+    local_inputs = sorted(corpus.glob("*.txt"))[:2]
+    for path in local_inputs:
+        copy = tmp_path / path.name
+        shutil.copy(path, copy)
+        move_into_place(str(copy), f"{bucket}/inputs/{path.name}")
+    remote = f"{bucket}/tokenized/plays/"  # a trailing slash joins like none
+    tokenize(TokenizeConfig(train_paths=(f"{bucket}/inputs/*.txt",), cache_path=remote,
+                            num_processes=2))
+    local = tmp_path / "local"
+    tokenize(TokenizeConfig(train_paths=tuple(str(p) for p in local_inputs),
+                            cache_path=str(local), num_processes=1))
+    assert find_caches(f"{bucket}/tokenized") == [f"{bucket}/tokenized/plays"]
+    ours = TokenCacheDataset(remote, seq_len=64, record_read=False)
+    theirs = TokenCacheDataset(str(local), seq_len=64, record_read=False)
+    assert ours.total_tokens == theirs.total_tokens
+    last = ours.total_tokens
+    assert np.array_equal(ours.tokens(0, last), theirs.tokens(0, last))
+
+
+def test_a_missing_split_is_named_with_the_splits_there_are(corpus: Path, tmp_path: Path):
+    cache = str(tmp_path / "cache")
+    tokenize(TokenizeConfig(train_paths=(str(sorted(corpus.glob("*.txt"))[0]),),
+                            cache_path=cache, num_processes=1))
+    with pytest.raises(CacheError, match=r"has no 'validation' split; it has train$"):
+        TokenCacheDataset(cache, seq_len=16, split="validation")
+    with pytest.raises(CacheError, match=r"has no split 'validation'; it has train$"):
+        read_cache_stats(cache, split="validation")

@@ -103,19 +103,20 @@ class StepState:
 
 
 def normalize_prefix(prefix: str) -> str:
-    """``prefix`` without a trailing slash; a local path made absolute."""
+    """``prefix`` without a trailing slash and in its canonical scheme (``gcs://`` is
+    ``gs://``); a local path made absolute."""
     import os
 
-    from marin.storage import scheme_of
+    from marin.storage.files import local_path, normalize_url
 
     text = (prefix or "").strip()
     if not text:
         raise DashboardError("the prefix is empty: pass --prefix with a folder or a gs:// or "
                              "s3:// URL that an executor wrote to")
-    if scheme_of(text) == "file":
-        local = text[len("file://"):] if text.startswith("file://") else text
+    local = local_path(text)
+    if local is not None:
         return os.path.abspath(os.path.expanduser(local)).rstrip("/") or "/"
-    return text.rstrip("/")
+    return normalize_url(text)
 
 
 def step_key_of(key: str) -> str:

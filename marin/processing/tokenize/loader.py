@@ -1,5 +1,5 @@
 """Fixed-length training sequences from a token cache: shuffled by seed, resumable from a
-step, read through fsspec with a prefetching thread.
+step, read through ``marin.storage.files`` with a prefetching thread.
 
     dataset = TokenCacheDataset(cache_path, seq_len=1024, expected_tokenizer="gpt2")
     loader = DataLoader(dataset, batch_size=8, seed=0, start_step=1200)
@@ -23,11 +23,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import fsspec
 import numpy as np
 
-from marin.processing.tokenize.cache import LEDGER, CacheError, join, read_json, record_usage
+from marin.processing.tokenize.cache import LEDGER, CacheError, read_json, record_usage
 from marin.processing.tokenize.encoders import load_encoder
+from marin.storage.files import join_url, local_path, url_to_fs
 
 
 def trace_scope(name: str):
@@ -44,7 +44,7 @@ def trace_scope(name: str):
 class TokenCacheDataset:
     def __init__(self, cache_path: str, seq_len: int, split: str = "train",
                  expected_tokenizer: str | None = None, record_read: bool = True):
-        ledger = read_json(join(cache_path, LEDGER))
+        ledger = read_json(join_url(cache_path, LEDGER))
         if ledger is None:
             raise CacheError(f"no token cache at {cache_path} (no {LEDGER}); run the tokenize "
                              "step first")
@@ -61,7 +61,7 @@ class TokenCacheDataset:
             raise CacheError(f"the token cache at {cache_path} has no {split!r} split; it has "
                              f"{', '.join(ledger['splits']) or 'none'}")
         names = sorted(shards)
-        self._paths = [join(cache_path, split, f"{n}.tokens") for n in names]
+        self._paths = [join_url(cache_path, split, f"{n}.tokens") for n in names]
         self._dtype = np.dtype(shards[names[0]]["dtype"])
         counts = np.array([shards[n]["tokens"] for n in names], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(counts)])
@@ -107,16 +107,14 @@ class TokenCacheDataset:
         mapped = self._mapped(shard)
         if mapped is not None:
             return np.asarray(mapped[begin:end])
-        fs, path = fsspec.core.url_to_fs(self._paths[shard])
+        fs, path = url_to_fs(self._paths[shard])
         raw = fs.cat_file(path, start=begin * size, end=end * size)
         return np.frombuffer(raw, dtype=self._dtype)
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - one map per shard for the dataset's life
     def _mapped(self, shard: int) -> np.ndarray | None:
-        fs, path = fsspec.core.url_to_fs(self._paths[shard])
-        if "file" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
-            return None
-        return np.memmap(path, dtype=self._dtype, mode="r")
+        path = local_path(self._paths[shard])
+        return None if path is None else np.memmap(path, dtype=self._dtype, mode="r")
 
 
 class DataLoader:

@@ -1,21 +1,24 @@
-"""Tokenizing one input file into one shard: the work a tokenize worker process does.
+"""Tokenizing one input file into one shard: the work one tokenize worker does.
 
-Kept apart from the step's coordination (``step.py``) so that worker processes import only
-what they need: the tokenizer, the input readers and the cache format.
+    result = tokenize_shard(ShardJob("train", 3, "data/a.jsonl", cache, "gpt2", "text", 256))
+    result["tokens"], result["documents"]
+
+Kept apart from the step's coordination (``step.py``) so that it needs only the tokenizer,
+the input readers and the cache format.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from marin.processing.tokenize.cache import join, shard_name, token_dtype, write_file_atomically
+from marin.processing.tokenize.cache import shard_name, token_dtype
 from marin.processing.tokenize.encoders import load_encoder
 from marin.processing.tokenize.inputs import DecodeCounter, read_documents
+from marin.storage.files import atomic_write, join_url
 
 
 @dataclass(frozen=True)
@@ -29,25 +32,35 @@ class ShardJob:
     batch_size: int
 
 
-def tokenize_shard(job: ShardJob) -> dict[str, Any]:
-    """Tokenize one input file into one shard; runs in a worker process."""
+class Stopped(Exception):
+    """Another shard failed: this one stops between batches and writes nothing."""
+
+
+def tokenize_shard(job: ShardJob, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Tokenize one input file into one shard; its files appear whole or not at all.
+    ``stop`` (when set) ends the work between two batches with ``Stopped``."""
     encoder = load_encoder(job.tokenizer)
     dtype = token_dtype(encoder.vocab_size)
+    eos = np.array([encoder.eos_id], dtype=dtype)
     counter = DecodeCounter()
     offsets: list[int] = []
     total = documents = empty = text_bytes = 0
-    folder = tempfile.mkdtemp(prefix="marin-shard-")
-    tokens_tmp = os.path.join(folder, "tokens")
-    with open(tokens_tmp, "wb") as out:
+    base = join_url(job.cache_path, job.split, shard_name(job.index))
+    with atomic_write(f"{base}.tokens") as out:
         batch: list[str] = []
 
         def flush() -> None:
             nonlocal total
-            for ids in encoder.encode_batch(batch):
-                ids.append(encoder.eos_id)
-                np.asarray(ids, dtype=dtype).tofile(out)
-                total += len(ids)
+            if stop is not None and stop.is_set():
+                raise Stopped(job.path)
+            if not batch:
+                return
+            pieces = []
+            for ids in encoder.encode_arrays(batch):
+                pieces += (ids, eos)
+                total += len(ids) + 1
                 offsets.append(total)
+            np.concatenate(pieces).astype(dtype, copy=False).tofile(out)
             batch.clear()
 
         for text in read_documents(job.path, counter, job.text_field):
@@ -60,14 +73,8 @@ def tokenize_shard(job: ShardJob) -> dict[str, Any]:
             if len(batch) >= job.batch_size:
                 flush()
         flush()
-    offsets_tmp = os.path.join(folder, "offsets")
-    np.asarray(offsets, dtype="<i8").tofile(offsets_tmp)
-    base = join(job.cache_path, job.split, shard_name(job.index))
-    write_file_atomically(tokens_tmp, f"{base}.tokens")
-    write_file_atomically(offsets_tmp, f"{base}.offsets")
-    os.rmdir(folder)
+    with atomic_write(f"{base}.offsets") as f:
+        f.write(np.asarray(offsets, dtype="<i8").tobytes())
     return {"input": job.path, "documents": documents, "tokens": total, "bytes": text_bytes,
             "empty_documents": empty, "replaced_bytes": counter.replaced,
             "dtype": dtype.str}
-
-

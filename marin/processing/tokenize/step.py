@@ -5,11 +5,11 @@
     # or, by hand:
     ExecutorStep("tokenized/x", tokenize, TokenizeConfig(train_paths=(...,), tokenizer="gpt2"))
 
-Each input file becomes one shard, tokenized in a worker process (``num_processes``, all
-cores by default; forked, or inside the executor forked by a light process the step owns:
-see ``pool``) while memory stays bounded: documents are encoded in batches and written
-out as they come. Finished shards are recorded in the cache's ledger; a killed job resumes
-from them, and a complete cache is reused (a cache hit) instead of rebuilt.
+Each input file becomes one shard, tokenized by one of ``num_processes`` workers (all cores
+by default; threads of this process, whose encoders release the GIL: see ``pool``) while
+memory stays bounded: documents are encoded in batches and written out as they come.
+Finished shards are recorded in the cache's ledger; a killed job resumes from them, and a
+complete cache is reused (a cache hit) instead of rebuilt.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from marin.processing.tokenize.cache import Ledger, record_usage, shard_name
 from marin.processing.tokenize.encoders import load_encoder
 from marin.processing.tokenize.inputs import expand_inputs, fingerprint_inputs
 from marin.processing.tokenize.pool import run_shards
-from marin.processing.tokenize.shard import ShardJob, tokenize_shard
+from marin.processing.tokenize.shard import ShardJob
 
 logger = logging.getLogger("marin.tokenize")
 
@@ -36,8 +36,8 @@ class TokenizeConfig:
     """What to tokenize, with what, and where the cache goes.
 
     Attributes:
-        train_paths: files, folders or globs (any fsspec URL) of .txt, .jsonl[.gz|.zst] or
-            .parquet documents.
+        train_paths: files, folders or globs (local, gs://, s3:// or any fsspec URL) of .txt,
+            .jsonl[.gz|.zst] or .parquet documents.
         validation_paths: the same for the validation split (may be empty).
         tokenizer: ``gpt2``, or a path to a Hugging Face tokenizer.json or a folder with one
             (for example the output of a ``train_tokenizer`` step).
@@ -45,7 +45,8 @@ class TokenizeConfig:
         text_field: the field (JSON lines) or column (Parquet) holding the text.
         input_fingerprint: identity of the input data (sizes, mtimes, etags), so changed
             data gets a new version; ``tokenize_step`` fills it in.
-        num_processes: worker processes (0: one per core). Does not change the result.
+        num_processes: parallel workers (0: one per core), threads of the step's process.
+            Does not change the result.
         batch_size: documents encoded per call. Does not change the result.
     """
 
@@ -91,7 +92,7 @@ def tokenize(config: TokenizeConfig) -> dict[str, Any]:
             for split, files in splits.items() for i, path in enumerate(files)
             if shard_name(i) not in ledger.shards(split)]
     started = time.monotonic()
-    _run_jobs(jobs, ledger, config.num_processes or os.cpu_count() or 1)
+    _run_jobs(jobs, ledger, config.num_processes or _cores())
     summary = _summary(ledger, time.monotonic() - started)
     ledger.finish(summary)
     record_usage(config.cache_path, "build", {"seconds": summary["build_seconds"]})
@@ -99,18 +100,19 @@ def tokenize(config: TokenizeConfig) -> dict[str, Any]:
     return ledger.data
 
 
-def _run_jobs(jobs: list[ShardJob], ledger: Ledger, processes: int) -> None:
-    if not jobs:
-        return
+def _run_jobs(jobs: list[ShardJob], ledger: Ledger, workers: int) -> None:
     progress = _progress(len(jobs))
-    if processes == 1 or len(jobs) == 1:
-        for job in jobs:
-            ledger.record_shard(job.split, shard_name(job.index), tokenize_shard(job))
-            progress(job)
-        return
-    for job, result in run_shards(jobs, min(processes, len(jobs))):
+    for job, result in run_shards(jobs, workers):
         ledger.record_shard(job.split, shard_name(job.index), result)
         progress(job)
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _progress(total: int):

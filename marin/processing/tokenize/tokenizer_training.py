@@ -13,11 +13,10 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-import fsspec
-
 from marin.execution.step import this_output_path
 from marin.processing.tokenize.encoders import GPT2_EOS
 from marin.processing.tokenize.inputs import DecodeCounter, expand_inputs, read_documents
+from marin.storage.files import join_url, move_into_place
 
 
 @dataclass(frozen=True)
@@ -57,8 +56,6 @@ def train_tokenizer(config: TrainTokenizerConfig) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         local = os.path.join(tmp, "tokenizer.json")
         tokenizer.save(local)
-        destination = f"{config.output_path.rstrip('/')}/tokenizer.json"
-        fs, path = fsspec.core.url_to_fs(destination)
-        fs.makedirs(os.path.dirname(path), exist_ok=True)
-        fs.put_file(local, path)
+        destination = join_url(config.output_path, "tokenizer.json")
+        move_into_place(local, destination)
     return destination

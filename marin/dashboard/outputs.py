@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from marin.dashboard.reader import PrefixReader, StepState, list_many
+from marin.dashboard.reader import PrefixReader, StepView, list_many
 from marin.execution.status import attempt_path
 
 LOG_NAMES = (".executor_log",)
@@ -45,7 +45,7 @@ class OutputIndex:
         self._lock = threading.Lock()
         self._top: dict[str, tuple[float, bool, list[str]]] = {}
 
-    def top_level(self, states: Sequence[StepState]) -> dict[str, list[str]]:
+    def top_level(self, states: Sequence[StepView]) -> dict[str, list[str]]:
         """Names directly under each step's output, listed in parallel."""
         now = time.monotonic()
         todo = [s for s in states if s.key not in self._top or (not self._top[s.key][1]
@@ -56,7 +56,7 @@ class OutputIndex:
                 self._top[state.key] = (now, state.state == "SUCCESS", sorted(names))
         return {s.key: self._top[s.key][2] for s in states}
 
-    def kinds(self, states: Sequence[StepState]) -> dict[str, set[str]]:
+    def kinds(self, states: Sequence[StepView]) -> dict[str, set[str]]:
         """For each step, which of run, study, cache and traces its output holds."""
         out: dict[str, set[str]] = {}
         for key, names in self.top_level(states).items():
@@ -132,7 +132,7 @@ def read_text_tail(reader: PrefixReader, key: str, sub: str, limit: int = 64_000
     return (text[-limit:], True) if len(text) > limit else (text, False)
 
 
-def live_folder(state: StepState) -> str:
+def live_folder(state: StepView) -> str:
     """Where a step's files are now: a running step writes into its attempt folder, which
     the executor commits into the output only when the step succeeds."""
     if state.state == "RUNNING" and state.run_id:

@@ -32,7 +32,7 @@ from marin.dashboard.outputs import (
 from marin.dashboard.reader import (
     DashboardError,
     PrefixReader,
-    StepState,
+    StepView,
     safe_subpath,
     step_key_of,
 )
@@ -109,7 +109,7 @@ def _scope(reader: PrefixReader, exp: str | None
     return reader.discover_steps(), {}, None
 
 
-def _counts(states: list[StepState]) -> dict[str, int]:
+def _counts(states: list[StepView]) -> dict[str, int]:
     counts = Counter(s.state for s in states)
     return {state: counts[state] for state in STATES if counts[state]}
 
@@ -261,7 +261,7 @@ def runs_page(reader: PrefixReader, exp: str | None, selected: list[str]) -> dic
     summaries = read_json_files(reader, run_keys, "summary.json")
     infos = {k: reader.info(k)[0] for k in chosen}
     metrics = metrics_json(reader, chosen, {s.key: s for s in runs})
-    groups: dict[str, list[StepState]] = {}
+    groups: dict[str, list[StepView]] = {}
     for s in runs:
         groups.setdefault(s.family, []).append(s)
     return {"title": "Training runs", "exp": exp or "", "record": record, "groups": groups,
@@ -270,7 +270,7 @@ def runs_page(reader: PrefixReader, exp: str | None, selected: list[str]) -> dic
 
 
 def metrics_json(reader: PrefixReader, keys: list[str],
-                 known_states: dict[str, StepState] | None = None) -> dict[str, Any]:
+                 known_states: dict[str, StepView] | None = None) -> dict[str, Any]:
     keys = [step_key_of(k) for k in keys]
     known = known_states or {s.key: s for s in reader.step_states(keys, with_info=False)}
     states = {key: state.state for key, state in known.items()}
@@ -293,7 +293,7 @@ def metrics_json(reader: PrefixReader, keys: list[str],
 # -- studies, caches, traces -------------------------------------------------------------
 
 def _kind_states(reader: PrefixReader, exp: str | None, kind: str
-                 ) -> tuple[list[StepState], dict[str, Any] | None]:
+                 ) -> tuple[list[StepView], dict[str, Any] | None]:
     keys, planned, record = _scope(reader, exp)
     states = reader.step_states(keys, planned, with_info=False)
     kinds = _index(reader).kinds(states)
@@ -349,7 +349,7 @@ def caches_page(reader: PrefixReader, exp: str | None) -> dict[str, Any]:
 
     found, record = _kind_states(reader, exp, "cache")
 
-    def stats(state: StepState) -> dict[str, Any]:
+    def stats(state: StepView) -> dict[str, Any]:
         try:
             return read_cache_stats(state.output_path).to_json()
         except Exception as e:  # one broken cache must not hide the others

@@ -3,7 +3,7 @@
     reader = PrefixReader("gs://bucket/experiments")
     for inv in reader.invocations():            # executor invocations, newest first
         print(inv["experiment"], inv["started"])
-    steps = reader.step_states(reader.discover_steps())   # StepState per output folder
+    steps = reader.step_states(reader.discover_steps())   # a StepView per output folder
 
 Reads are batched (``read_many``) and never write. Records that do not change once written
 (an ended invocation, the info of a step whose status did not move) are cached in memory;
@@ -51,8 +51,9 @@ class DashboardError(Exception):
 
 
 @dataclass
-class StepState:
-    """One step as the pages show it.
+class StepView:
+    """One step as the pages show it, read from its status, lease and info records (the
+    executor's own states are ``marin.execution.states.StepState``).
 
     ``state`` is one of SUCCESS, FAILED, RUNNING, STOPPED (RUNNING with a stale or missing
     lease: its executor died), CANCELLED, PENDING (no status yet) and CORRUPT (an unreadable
@@ -228,7 +229,7 @@ class PrefixReader:
         return self.output_path(rel) if rel else self.prefix
 
     def step_states(self, keys: Sequence[str], planned: dict[str, dict[str, Any]] | None = None,
-                    with_info: bool = True) -> list[StepState]:
+                    with_info: bool = True) -> list[StepView]:
         """The current state of each step: statuses and leases read now (a status whose
         bytes did not change is not parsed again), infos read once per run of the step.
 
@@ -237,10 +238,10 @@ class PrefixReader:
         ran in it without a recorded duration yet (their start time is in the info)."""
         paths = [self.output_path(k) for k in keys]
         statuses = self.storage.read_many([status_path(p) for p in paths])
-        states: list[StepState] = []
-        running: list[StepState] = []
+        states: list[StepView] = []
+        running: list[StepView] = []
         for key, path, blob in zip(keys, paths, statuses, strict=True):
-            state = StepState(key, path, **self._status_fields(key, path, blob))
+            state = StepView(key, path, **self._status_fields(key, path, blob))
             states.append(state)
             if state.state == "RUNNING":
                 running.append(state)
@@ -281,7 +282,7 @@ class PrefixReader:
             self._statuses[key] = (raw, fields)
         return fields
 
-    def _attach_infos(self, states: list[StepState], from_plan: bool) -> None:
+    def _attach_infos(self, states: list[StepView], from_plan: bool) -> None:
         stale = [s for s in states
                  if s.key not in self._infos or self._infos[s.key][0] != s.run_id]
         blobs = self.storage.read_many([info_path(s.output_path) for s in stale])
@@ -366,7 +367,7 @@ _STATES = STORED_STATUSES
 
 
 def _status_fields(output_path: str, raw: bytes | None) -> dict[str, Any]:
-    """The fields of a StepState from a status file's bytes (``StatusRecord``'s format,
+    """The fields of a StepView from a status file's bytes (``StatusRecord``'s format,
     read without building the record: this runs for every step on every poll)."""
     if raw is None:
         return {"state": "PENDING"}

@@ -1,6 +1,6 @@
 """Asynchronous, sharded training checkpoints on local paths, gs:// and s3://.
 
-    checkpoints = Checkpoints(f"{out}/checkpoints", keep_last=2, keep_every=1000)
+    checkpoints = Checkpoints(join_url(out, "checkpoints"), keep_last=2, keep_every=1000)
     step = checkpoints.latest_step()                 # None, or the newest complete step
     state, meta = checkpoints.restore(step, like=(model, opt_state))
     checkpoints.save(100, (model, opt_state), {"data_step": 100})  # returns at once
@@ -27,7 +27,7 @@ step that is a multiple of ``keep_every``.
 
 Design note, s3://: orbax 0.12 builds tensorstore specs only for local paths and gs://
 (an s3:// URL is normalised to ``s3:/...`` and refused), so an s3:// root is written by the
-same asynchronous manager to a local staging folder, then uploaded with fsspec (s3fs) in the
+same asynchronous manager to a local staging folder, then uploaded with s3fs in the
 background, the marker ``COMPLETE`` last; restore downloads one step. gs:// goes to
 tensorstore's own GCS driver directly (emulators: ``TENSORSTORE_GCS_HTTP_URL`` and
 ``GOOGLE_AUTH_TOKEN_FOR_TESTING``, see docs/training.md).
@@ -43,8 +43,9 @@ import threading
 from typing import Any
 
 import equinox as eqx
-import fsspec
 import jax
+
+from marin.storage.files import join_url, normalize_url, url_to_fs
 
 PREFIX = "step"
 COMPLETE = "COMPLETE"  # the commit marker of an s3:// checkpoint
@@ -56,7 +57,7 @@ class CheckpointError(RuntimeError):
 
 
 def step_folder(root: str, step: int) -> str:
-    return f"{root.rstrip('/')}/{PREFIX}_{step:08d}"
+    return join_url(root, f"{PREFIX}_{step:08d}")
 
 
 class Checkpoints:
@@ -73,8 +74,7 @@ class Checkpoints:
                  asynchronous: bool = True):
         if keep_last < 1:
             raise CheckpointError(f"keep_last must be at least 1, got {keep_last}")
-        root = root.rstrip("/")
-        root = root[len("file://"):] if root.startswith("file://") else root
+        root = normalize_url(root)  # one spelling: no trailing slash, no file://, gcs:// as gs://
         scheme = root.split("://", 1)[0] if "://" in root else None
         if scheme not in (None, "gs", "s3"):
             raise CheckpointError(f"checkpoints cannot go to {root}: use a local path, gs:// "
@@ -173,8 +173,8 @@ def _manager(directory: str, keep_last: int, keep_every: int, asynchronous: bool
 def complete_checkpoints(root: str) -> list[tuple[int, str]]:
     """(step, folder) of every complete checkpoint under ``root``, oldest first. Reads the
     folder listing only: a temporary (unfinished) folder never matches."""
-    root = root.rstrip("/")
-    fs, path = fsspec.core.url_to_fs(root)
+    root = normalize_url(root)
+    fs, path = url_to_fs(root)
     try:
         entries = fs.ls(path, detail=False, refresh=True)  # never a cached listing
     except FileNotFoundError:
@@ -183,17 +183,22 @@ def complete_checkpoints(root: str) -> list[tuple[int, str]]:
     for entry in entries:
         name = entry.rstrip("/").rsplit("/", 1)[-1]
         match = _STEP.match(name)
-        if match and _committed(fs, f"{path}/{name}", root):
-            found.append((int(match.group(1)), f"{root}/{name}"))
+        if match and _committed(fs, join_url(path, name), root):
+            found.append((int(match.group(1)), join_url(root, name)))
     return sorted(found)
 
 
 def _committed(fs, path: str, root: str) -> bool:
     if root.startswith("s3://"):
-        return fs.exists(f"{path}/{COMPLETE}")
-    if root.startswith("gs://"):  # no atomic rename on GCS: orbax writes a marker last
-        return fs.exists(f"{path}/commit_success.txt")
-    return True  # a local folder gets its final name only once complete
+        marker = COMPLETE
+    elif root.startswith("gs://"):  # no atomic rename on GCS: orbax writes a marker last
+        marker = "commit_success.txt"
+    else:
+        return True  # a local folder gets its final name only once complete
+    # The filesystem is shared with the rest of the process (marin.storage.files) and may
+    # hold a listing of this folder from before another process changed it.
+    fs.invalidate_cache(path)
+    return fs.exists(join_url(path, marker))
 
 
 def latest_checkpoint(root: str) -> str | None:
@@ -209,7 +214,7 @@ class _Staged:
     def __init__(self, root: str):
         self.root = root
         self.staging = tempfile.mkdtemp(prefix="marin-ckpt-")
-        self.fs, self.path = fsspec.core.url_to_fs(root)
+        self.fs, self.path = url_to_fs(root)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
@@ -223,9 +228,9 @@ class _Staged:
         try:
             manager.wait_until_finished()
             name = os.path.basename(step_folder("", step))
-            target = f"{self.path}/{name}"
+            target = join_url(self.path, name)
             self.fs.put(os.path.join(self.staging, name), target, recursive=True)
-            self.fs.pipe(f"{target}/{COMPLETE}", b"ok")
+            self.fs.pipe(join_url(target, COMPLETE), b"ok")
             self._prune(keep)
         except BaseException as e:  # re-raised by wait() in the training thread
             self._error = e
@@ -236,13 +241,13 @@ class _Staged:
         for step in steps[:-keep_last]:
             if not (keep_every and step % keep_every == 0):
                 folder = step_folder(self.path, step)
-                self.fs.rm(f"{folder}/{COMPLETE}")  # no longer counts, then goes
+                self.fs.rm(join_url(folder, COMPLETE))  # no longer counts, then goes
                 self.fs.rm(folder, recursive=True)
 
     def download(self, step: int) -> str:
         folder = tempfile.mkdtemp(prefix="marin-restore-")
         name = os.path.basename(step_folder("", step))
-        self.fs.get(f"{self.path}/{name}", os.path.join(folder, name), recursive=True)
+        self.fs.get(join_url(self.path, name), os.path.join(folder, name), recursive=True)
         return folder
 
     def wait(self) -> None:

@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from marin.inference.handler import log_metrics
+from marin.storage.files import atomic_write, open_url
 
 logger = logging.getLogger("marin.training")
 
@@ -56,7 +56,7 @@ class MetricsLog:
         self.records: list[dict[str, Any]] = []
         self.log_every = max(1, log_every)
         try:
-            with fsspec.open(self.path, "r") as f:
+            with open_url(self.path, "r") as f:
                 self.records = [json.loads(line) for line in f if line.strip()]
         except FileNotFoundError:
             pass
@@ -75,7 +75,8 @@ class MetricsLog:
         self.add(record)
 
     def flush(self) -> None:
-        with fsspec.open(self.path, "w") as f:
+        # whole or not at all: a reader (the dashboard, a fit) never sees a cut-off line
+        with atomic_write(self.path, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in self.records)
 
     def train_losses(self) -> list[float]:

@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import equinox as eqx
-import fsspec
 import haliax as hax
 import jax
 import jax.numpy as jnp
@@ -52,7 +51,7 @@ from marin.models.transformer import TransformerLM
 from marin.processing.tokenize.cache import CacheError
 from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
 from marin.scaling_laws.candidates import CandidateConfig
-from marin.storage.files import join_url
+from marin.storage.files import atomic_write, join_url
 from marin.training.checkpoint import Checkpoints, step_folder
 from marin.training.hooks import Every, Hook, MetricsLog, Profiler, Validation, progress_bar
 from marin.training.hyperparameters import OptimizerHyperparameters
@@ -169,7 +168,7 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
     finally:
         run.checkpoints.close()  # the last save is committed before the step counts as done
     summary = _summary(config, last_loss, final, run.metrics)
-    with fsspec.open(join_url(config.output_path, "summary.json"), "w") as f:
+    with atomic_write(join_url(config.output_path, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return summary
 

@@ -4,7 +4,7 @@
     registry.register(Endpoint("/system/logger", "127.0.0.1:40123", pid=4242))
     registry.lookup("/system/logger").address             # "127.0.0.1:40123"
 
-A registry is a folder, local or any fsspec URL (``gs://bucket/.marin/clusters/marin``),
+A registry is a folder, local or any URL ``marin.storage.files`` opens (``gs://bucket/.marin/clusters/marin``),
 holding one small JSON file per endpoint and, when the services listen off loopback, a
 ``token`` file readable only by its owner. A service registers itself once it listens and
 removes its record when it stops; callers resolve through ``iris://CLUSTER?endpoint=NAME``.
@@ -20,7 +20,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import fsspec
+from marin.storage.files import (
+    atomic_write,
+    is_local,
+    join_url,
+    normalize_url,
+    url_of,
+    url_to_fs,
+)
 
 CLUSTERS_ENV = "MARIN_CLUSTERS"
 STATE_ENV = "MARIN_STATE_DIR"
@@ -34,8 +41,8 @@ def state_dir() -> str:
 
 def clusters_root(root: str | None = None) -> str:
     """Where cluster registries live: the argument, $MARIN_CLUSTERS, else a local folder."""
-    return (root or os.environ.get(CLUSTERS_ENV) or os.path.join(state_dir(), "clusters")
-            ).rstrip("/")
+    return normalize_url(root or os.environ.get(CLUSTERS_ENV)
+                         or os.path.join(state_dir(), "clusters"))
 
 
 @dataclass(frozen=True)
@@ -59,33 +66,27 @@ class Endpoint:
 
 class EndpointRegistry:
     def __init__(self, url: str):
-        self.url = url.rstrip("/")
-        self.fs, self.path = fsspec.core.url_to_fs(self.url)
-        self.local = _is_local(self.fs)
+        self.url = normalize_url(url)
+        self.fs, self.path = url_to_fs(self.url)
+        self.local = is_local(self.url)
 
     @classmethod
     def for_cluster(cls, cluster: str, root: str | None = None) -> EndpointRegistry:
         if not cluster or "/" in cluster or cluster.startswith("."):
             raise ValueError(f"bad cluster name {cluster!r}: use a plain name such as 'marin'")
-        return cls(f"{clusters_root(root)}/{cluster}")
+        return cls(join_url(clusters_root(root), cluster))
 
     def _file(self, name: str) -> str:
         cleaned = name.strip("/")
         if not cleaned or ".." in cleaned.split("/"):
             raise ValueError(f"bad endpoint name {name!r}: use a path such as /system/logger")
-        return f"{self.path}/endpoints/{cleaned}.json"
+        return join_url(self.path, "endpoints", f"{cleaned}.json")
 
     def register(self, endpoint: Endpoint) -> None:
-        path = self._file(endpoint.name)
         data = json.dumps(endpoint.to_json(), indent=1).encode()
-        self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        if self.local:  # atomic on local disk: readers never see half a record
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        else:
-            self.fs.pipe_file(path, data)
+        # whole or not at all: readers never see half a record
+        with atomic_write(url_of(self.fs, self._file(endpoint.name))) as f:
+            f.write(data)
 
     def lookup(self, name: str) -> Endpoint | None:
         try:
@@ -105,7 +106,7 @@ class EndpointRegistry:
             pass
 
     def all(self) -> list[Endpoint]:
-        root = f"{self.path}/endpoints"
+        root = join_url(self.path, "endpoints")
         try:
             files = self.fs.find(root)
         except FileNotFoundError:
@@ -122,7 +123,7 @@ class EndpointRegistry:
     # The token: generated at `marin services up`, readable only by its owner.
     @property
     def token_path(self) -> str:
-        return f"{self.path}/token"
+        return join_url(self.path, "token")
 
     def ensure_token(self) -> str:
         existing = self.read_token()
@@ -146,8 +147,3 @@ class EndpointRegistry:
             return self.fs.cat_file(self.token_path).decode().strip() or None
         except (FileNotFoundError, PermissionError):
             return None
-
-
-def _is_local(fs) -> bool:
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return protocol in ("file", "local")

@@ -47,8 +47,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import fsspec
-
 from marin.execution.step import (
     ComputeEstimate,
     ExecutorStep,
@@ -61,6 +59,7 @@ from marin.processing.tokenize.inputs import fingerprint_inputs
 from marin.processing.tokenize.step import TokenizeConfig, tokenize
 from marin.processing.tokenize.tokenizer_training import TrainTokenizerConfig, train_tokenizer
 from marin.scaling_laws.candidates import CandidateConfig
+from marin.storage.files import atomic_write, join_url, open_url
 from marin.training.hyperparameters import OptimizerHyperparameters
 
 logger = logging.getLogger("marin.scaling_laws")
@@ -403,13 +402,13 @@ def run_candidate(config: CandidateRunConfig) -> dict[str, Any]:
                "status": status, "reason": reason, "summary": summary,
                "hidden_dim": config.model.hidden_dim, "num_layers": config.model.num_layers,
                "eval_losses": _eval_losses(config.output_path)}
-    _write_json(_join(config.output_path, "outcome.json"), outcome)
+    _write_json(join_url(config.output_path, "outcome.json"), outcome)
     return outcome
 
 
 def _eval_losses(run_path: str) -> list[float]:
     try:
-        with fsspec.open(_join(run_path, "metrics.jsonl"), "r") as f:
+        with open_url(join_url(run_path, "metrics.jsonl"), "r") as f:
             records = [json.loads(line) for line in f if line.strip()]
     except FileNotFoundError:
         return []
@@ -426,7 +425,7 @@ def read_runs(runs: Sequence[StudyRun]) -> list[dict[str, Any]]:
     """A row per run: sizes and losses from its outcome; status and reason when it failed."""
     rows = []
     for run in runs:
-        outcome = _read_json(_join(run.path, "outcome.json"))
+        outcome = _read_json(join_url(run.path, "outcome.json"))
         row: dict[str, Any] = {"run": run.name, "group": run.group, "budget": run.budget,
                                "path": run.path}
         if outcome is None:
@@ -450,9 +449,9 @@ def read_runs(runs: Sequence[StudyRun]) -> list[dict[str, Any]]:
 def fit_study(config: StudyFitConfig) -> dict[str, Any]:
     """``runs.csv`` and ``fit.json`` from the runs' outcomes."""
     rows = read_runs(config.runs)
-    _write_text(_join(config.output_path, "runs.csv"), _csv(rows))
+    _write_text(join_url(config.output_path, "runs.csv"), _csv(rows))
     fit = fit_runs(rows, config.targets, config.holdout_budget, config.bootstrap)
-    _write_json(_join(config.output_path, "fit.json"), fit)
+    _write_json(join_url(config.output_path, "fit.json"), fit)
     return fit
 
 
@@ -612,7 +611,7 @@ def run_prediction(config: PredictionConfig) -> dict[str, Any]:
     """Build the candidate nearest the predicted optimum, train it, compare the losses."""
     from marin.scaling_laws.candidates import nearest_candidate
 
-    fit = _read_json(_join(config.fit_path, "fit.json"))
+    fit = _read_json(join_url(config.fit_path, "fit.json"))
     if fit is None:
         raise FileNotFoundError(f"no fit.json in {config.fit_path}")
     holdout = predict_at(fit, config.budget)
@@ -622,7 +621,7 @@ def run_prediction(config: PredictionConfig) -> dict[str, Any]:
                            "group": config.group, "predicted": holdout, "size_from": source}
     if source is None:
         out.update(status="not_predicted", reason="neither fit succeeded; see fit.json")
-        _write_json(_join(config.output_path, "prediction.json"), out)
+        _write_json(join_url(config.output_path, "prediction.json"), out)
         return out
     n_opt = holdout[source]["params"]
     candidate = nearest_candidate(study_candidates(config.heuristic, [config.budget])
@@ -644,7 +643,7 @@ def run_prediction(config: PredictionConfig) -> dict[str, Any]:
         out["error_percent"] = 100.0 * (predicted_loss - achieved) / achieved
         if interval is not None and interval[0] < interval[1]:
             out["within_interval"] = bool(interval[0] <= achieved <= interval[1])
-    _write_json(_join(config.output_path, "prediction.json"), out)
+    _write_json(join_url(config.output_path, "prediction.json"), out)
     return out
 
 
@@ -671,7 +670,7 @@ def _prediction_train_config(config: PredictionConfig, candidate: CandidateConfi
     train = TrainLmConfig(cache_path=config.cache_path, model=candidate.model_config,
                           batch_size=candidate.batch_size, train_steps=candidate.train_steps,
                           optimizer=candidate.optimizer, **_hardware(candidate.hardware),
-                          output_path=_join(config.output_path, "run"))
+                          output_path=join_url(config.output_path, "run"))
     return replace(train, **options)
 
 
@@ -681,14 +680,14 @@ def write_study_report(config: StudyReportConfig) -> str:
     """``report.md`` and the plots; returns the report's path."""
     from marin.scaling_laws.study_report import render_report
 
-    fit = _read_json(_join(config.fit_path, "fit.json"))
+    fit = _read_json(join_url(config.fit_path, "fit.json"))
     if fit is None:
         raise FileNotFoundError(f"no fit.json in {config.fit_path}")
-    with fsspec.open(_join(config.fit_path, "runs.csv"), "r") as f:
+    with open_url(join_url(config.fit_path, "runs.csv"), "r") as f:
         rows = list(csv.DictReader(f))
     prediction = None
     if config.prediction_path:
-        prediction = _read_json(_join(config.prediction_path, "prediction.json"))
+        prediction = _read_json(join_url(config.prediction_path, "prediction.json"))
     return render_report(config.title, rows, fit, prediction, config.output_path)
 
 
@@ -716,24 +715,16 @@ def _csv(rows: Sequence[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def _join(base: str, name: str) -> str:
-    return f"{base.rstrip('/')}/{name}"
-
-
 def _read_json(path: str) -> Any:
     try:
-        with fsspec.open(path, "r") as f:
+        with open_url(path, "r") as f:
             return json.load(f)
     except FileNotFoundError:
         return None
 
 
 def _write_text(path: str, text: str) -> None:
-    fs, local = fsspec.core.url_to_fs(path)
-    parent = local.rpartition("/")[0]
-    if parent:
-        fs.makedirs(parent, exist_ok=True)
-    with fs.open(local, "w") as f:
+    with atomic_write(path, "w") as f:  # a later step or reader never sees half a file
         f.write(text)
 
 
@@ -778,11 +769,11 @@ def print_study_summary(steps: Sequence[ExecutorStep], argv: Sequence[str],
     from marin.scaling_laws.study_report import summary_lines
 
     out = study_outputs(steps, resolve_prefix(known.prefix))
-    fit = _read_json(_join(out["fit"], "fit.json")) if "fit" in out else None
-    report = _join(out["report"], "report.md") if "report" in out else None
+    fit = _read_json(join_url(out["fit"], "fit.json")) if "fit" in out else None
+    report = join_url(out["report"], "report.md") if "report" in out else None
     if fit is None or report is None or _read_json_text(report) is None:
         return
-    prediction = _read_json(_join(out["prediction"], "prediction.json")) \
+    prediction = _read_json(join_url(out["prediction"], "prediction.json")) \
         if "prediction" in out else None
     stream = file or sys.stdout
     for line in summary_lines(fit, prediction):
@@ -792,7 +783,7 @@ def print_study_summary(steps: Sequence[ExecutorStep], argv: Sequence[str],
 
 def _read_json_text(path: str) -> str | None:
     try:
-        with fsspec.open(path, "r") as f:
+        with open_url(path, "r") as f:
             return f.read()
     except FileNotFoundError:
         return None

@@ -5,7 +5,8 @@
 
 ``rows`` are ``runs.csv`` rows, ``fit`` is ``fit.json`` and ``prediction`` is
 ``prediction.json`` (or None), as written by ``marin.scaling_laws.study``. Plots are drawn
-into a temporary folder and copied to the output, which may be any fsspec URL.
+into a temporary folder and moved to the output, which may be any URL
+``marin.storage.files`` writes to; each file appears whole, ``report.md`` last.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-import fsspec
+from marin.storage.files import join_url, move_into_place
 
 
 def _g(value: Any, digits: int = 3) -> str:
@@ -91,11 +92,10 @@ def render_report(title: str, rows: list[dict[str, Any]], fit: dict[str, Any],
         text = _markdown(title, rows, fit, prediction, plots)
         with open(os.path.join(tmp, "report.md"), "w", encoding="utf-8") as f:
             f.write(text)
-        fs, root = fsspec.core.url_to_fs(output_path)
-        fs.makedirs(root, exist_ok=True)
-        for name in sorted(os.listdir(tmp)):
-            fs.put_file(os.path.join(tmp, name), f"{root.rstrip('/')}/{name}")
-    return f"{output_path.rstrip('/')}/report.md"
+        # the plots first: report.md never links to a plot not there yet
+        for name in sorted(os.listdir(tmp), key=lambda n: (n == "report.md", n)):
+            move_into_place(os.path.join(tmp, name), join_url(output_path, name))
+    return join_url(output_path, "report.md")
 
 
 def _markdown(title: str, rows: list[dict[str, Any]], fit: dict[str, Any],

@@ -7,6 +7,8 @@
 - No library module imports the command line (``marin.cli``, ``marin.commands``).
 - No module of ``marin`` imports a plugin's package (``marin_ray``, ``marin_gcs``...): core
   reaches plugins only through entry points.
+- Only ``marin/storage`` imports fsspec: every other module reads and writes through
+  ``marin.storage.files`` (``open_url``, ``atomic_write``, ``url_to_fs``...).
 
 Every import counts, also one inside a function: a lazy import is still a dependency.
 """
@@ -27,6 +29,7 @@ ABOVE_CORE = {f"marin.{p}" for p in ("services", "training", "models", "scaling_
                                      "processing", "inference", "profiling", "dashboard",
                                      "hardware")}
 COMMAND_LINE = {"marin.cli", "marin.commands"}
+IO_LIBRARIES = {"fsspec", "gcsfs", "s3fs"}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -92,6 +95,11 @@ def test_core_reaches_plugins_only_through_entry_points():
     assert violations(_py(MARIN), ROOT, plugins) == []
 
 
+def test_only_the_storage_layer_imports_fsspec():
+    outside = [f for f in _py(MARIN) if MARIN / "storage" not in f.parents]
+    assert violations(outside, ROOT, IO_LIBRARIES) == []
+
+
 @pytest.mark.parametrize("source, forbidden, expected", [
     ("import jax.numpy as jnp\n", ML_LIBRARIES, "imports jax.numpy"),
     ("def f():\n    from marin.services.step_states import publishing\n", ABOVE_CORE,
@@ -99,6 +107,8 @@ def test_core_reaches_plugins_only_through_entry_points():
     ("from marin import cli\n", COMMAND_LINE, "imports marin.cli"),
     ("from ..services import kv_client\n", ABOVE_CORE, "imports marin.services"),
     ("import marin_ray\n", {"marin_ray"}, "imports marin_ray"),
+    ("def f():\n    import fsspec.core\n", IO_LIBRARIES, "imports fsspec.core"),
+    ("from fsspec.asyn import sync\n", IO_LIBRARIES, "imports fsspec.asyn"),
 ])
 def test_the_check_finds_each_kind_of_violation(tmp_path: Path, source, forbidden, expected):
     module = tmp_path / "marin" / "execution" / "bad.py"

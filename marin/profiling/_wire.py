@@ -1,6 +1,6 @@
 """Cut a serialized XSpace into bounded pieces that ``jax.profiler.ProfileData`` parses.
 
-    with fsspec.open(url, "rb") as f:
+    with open_url(url, "rb") as f:           # marin.storage.files
         for piece in split_xspace(f, size, limit=64 << 20):
             data = ProfileData.from_serialized_xspace(piece)   # one plane, some of its lines
 

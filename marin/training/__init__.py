@@ -9,8 +9,7 @@ build optimizer hyperparameters and plan its runs without them.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from marin._lazy import lazy_exports
 
 _EXPORTS = {
     "OptimizerHyperparameters": "marin.training.hyperparameters",
@@ -23,13 +22,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'marin.training' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -11,8 +11,7 @@ Names are imported on first use, so importing the package stays light.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from marin._lazy import lazy_exports
 
 _EXPORTS = {
     "TokenizeConfig": "marin.processing.tokenize.step",
@@ -27,9 +26,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'marin.processing.tokenize' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -40,7 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     ex = sub.add_parser("executor", help="plan or run an experiment's steps",
                         description="Plan (--dry-run) or run the steps of an experiment file "
-                        "or module. Extra --STEP.FIELD VALUE arguments override step configs.")
+                        "or module. Extra --STEP.FIELD VALUE arguments, after the experiment, "
+                        "override step configs. A runner's own options are --BACKEND-KEY VALUE "
+                        "(--ray-address HOST:PORT) or --runner-option KEY=VALUE.")
     ex.add_argument("experiment", nargs="?", help="path to an experiment file, or a module name")
     from marin.execution.options import add_options
 
@@ -287,11 +289,15 @@ def run() -> None:
     """The console script: ``main``, then exit. After a dry run the process ends without
     tearing down its objects one by one (a tenth of a 100,000-step dry run's time); other
     commands exit normally, so that atexit handlers (Ray's shutdown among them) run."""
-    code = main()
-    if _exit_at_once:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    try:
+        code = main()
+        if _exit_at_once:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    except BrokenPipeError:  # the reader went away (``| head``): exit as a shell would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os._exit(128 + 13)
     sys.exit(code)
 
 

@@ -38,6 +38,7 @@ def _one_line_error(out: subprocess.CompletedProcess, *words: str) -> None:
     (["--lease-ttl", "nan"], ["--lease-ttl", "positive, finite"]),
     (["--lease-ttl", "inf"], ["--lease-ttl", "positive, finite"]),
     (["--max-concurrent", "0"], ["--max-concurrent", "at least 1"]),
+    (["--run-only", "["], ["--run-only", "not a valid regular expression"]),
 ])
 def test_bad_numbers_on_marin_executor(tmp_path: Path, args, words):
     _one_line_error(run(MARIN, "executor", "--prefix", str(tmp_path), *args, HELLO), *words)
@@ -143,3 +144,14 @@ def test_an_experiment_script_takes_plain_regexes_for_its_list_options(tmp_path:
     reasons = {s["name"]: (s["action"], s["reason"]) for s in json.loads(out.stdout)["steps"]}
     assert reasons["corpus/pydoc_topics"] == ("run", "forced by --force_run")
     assert reasons["counts/words"][0] == "skip" and reasons["fit/zipf"][0] == "skip"
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path):
+    """``marin executor --dry-run --json ... | head -1``: no error, the shell's status 141."""
+    proc = subprocess.Popen([MARIN, "executor", "--dry-run", "--json", "--prefix", str(tmp_path),
+                             HELLO], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None
+    proc.stdout.close()  # long before the command, still importing, writes its plan
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err.decode()
+    assert b"error" not in err, err.decode()

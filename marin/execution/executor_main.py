@@ -124,6 +124,8 @@ def run_with_options(steps: Sequence[ExecutorStep] | StepOrder, options: Executo
         with _stdout_to_stderr(options.json), signals_interrupt():
             result = executor.run(graph, options.run_only, options.force_run_failed, progress,
                                   force_run=options.force_run, spelling=spelling)
+    except BrokenPipeError:
+        raise  # the reader went away (``| head``): not a configuration error
     except (UnhashableConfigError, StepGraphError, OverrideError, StorageError,
             ValueError, ConnectionError) as e:
         Console(stderr=True).print(f"[bold red]error:[/] {_one_line(e)}", highlight=False,

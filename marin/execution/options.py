@@ -65,7 +65,8 @@ class ExecutorMainConfig:
     lease_ttl: float = field(default=DEFAULT_LEASE_TTL, metadata=_doc(
         "seconds without a heartbeat after which another executor takes a step over"))
     show_skipped: bool = field(default=True, metadata=_doc(
-        "list skipped steps in the dry-run table"))
+        "list skipped steps in the dry-run table (default true; --show-skipped false "
+        "hides them)"))
     all: bool = field(default=False, metadata=_doc(
         "with --dry-run: print every step; plans of more than 50 steps otherwise print a "
         "summary"))
@@ -214,7 +215,10 @@ def _expand_lists(values: list[str]) -> list[str]:
         if text.startswith("["):
             import yaml
 
-            parsed = yaml.safe_load(text)
+            try:
+                parsed = yaml.safe_load(text)
+            except yaml.YAMLError:  # not a list: a regular expression such as "[ab]c"
+                parsed = None
             if isinstance(parsed, list):
                 out.extend(str(v) for v in parsed)
                 continue

@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from slow_storage import SlowStorage  # bench/, the script's own folder
+
 from marin.dashboard.reader import PrefixReader
 from marin.execution import Executor, ExecutorStep, this_output_path
 from marin.execution.invocations import _step_json, invocations_folder
@@ -118,27 +120,7 @@ def fetch(url: str) -> tuple[float, int]:
     return time.perf_counter() - t0, len(body)
 
 
-class SlowStorage(LocalStorage):
-    """Local storage with a fixed latency per read and listing, like a remote bucket; reads
-    in ``read_many`` overlap as they do on gs:// and s3://."""
-
-    read_concurrency = 64
-
-    def __init__(self, latency: float):
-        self.latency = latency
-
-    def read(self, path):
-        time.sleep(self.latency)
-        return super().read(path)
-
-    def read_many(self, paths):
-        from marin.storage.base import Storage
-
-        return Storage.read_many(self, paths)
-
-    def list_dir(self, path):
-        time.sleep(self.latency)
-        return super().list_dir(path)
+READ_CONCURRENCY = 64  # overlapping reads, as on gs:// and s3://
 
 
 def time_pages(prefix: str, invocation: str) -> dict[str, float]:
@@ -177,7 +159,8 @@ def main() -> None:
 
         from marin.dashboard.pages import experiment_page
 
-        reader = PrefixReader(prefix, storage=SlowStorage(args.latency_ms / 1000))
+        reader = PrefixReader(prefix, storage=SlowStorage(args.latency_ms / 1000,
+                                                                 READ_CONCURRENCY))
         t0 = time.perf_counter()
         experiment_page(reader, RUNNING_ID, None, False)
         remote = time.perf_counter() - t0
@@ -192,7 +175,7 @@ def main() -> None:
     print(f"all steps found by listing the prefix (cold, infos read for every step): "
           f"{walk:.3f} s")
     print(f"with {args.latency_ms:.0f} ms per storage request (remote-like, read_many "
-          f"{SlowStorage.read_concurrency} at a time): cold data of the in-flight page "
+          f"{READ_CONCURRENCY} at a time): cold data of the in-flight page "
           f"{remote:.2f} s = {remote / (2 * n * args.latency_ms / 1000):.3f} of sequential reads")
     print("goal: a prefix of 10,000 steps lists in under 1 s")
 

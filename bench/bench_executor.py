@@ -43,6 +43,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from slow_storage import SlowStorage  # noqa: E402  (bench/, the script's own folder)
+
 from marin.execution import (  # noqa: E402
     Executor,
     ExecutorStep,
@@ -52,7 +54,6 @@ from marin.execution import (  # noqa: E402
 )
 from marin.execution.experiments import load_experiment, steps_of  # noqa: E402
 from marin.execution.status import StatusRecord, code_fingerprint, status_path  # noqa: E402
-from marin.storage._local import LocalStorage  # noqa: E402
 
 TOOLS_VENV = Path("/tmp/marin-bench-tools")
 
@@ -340,20 +341,6 @@ def bench_throughput(n: int, prefix: str, tree: Path | None, env: dict[str, str]
 
 
 # --- 5. batched status reads --------------------------------------------------------------
-
-
-class SlowStorage(LocalStorage):
-    """Local storage with a fixed latency per read, standing in for a remote bucket."""
-
-    def __init__(self, latency: float):
-        self.latency = latency
-
-    def read(self, path):
-        time.sleep(self.latency)
-        return super().read(path)
-
-    def read_many(self, paths):
-        return super(LocalStorage, self).read_many(paths)  # the concurrent default
 
 
 def bench_status_reads(n: int = 1000, latency: float = 0.005) -> dict[str, float]:

@@ -21,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from marin._lazy import lazy_exports
 from marin.execution.graph import StepGraph, StepNode, StepOrder
 from marin.execution.invocations import record_invocation
 from marin.execution.observers import observed
@@ -59,13 +60,9 @@ if TYPE_CHECKING:
     from marin.execution.executor_main import ExecutorMainConfig, executor_main
 
 
-def __getattr__(name: str) -> Any:
-    # executor_main's module imports this one, so its names load on first use.
-    if name in ("executor_main", "ExecutorMainConfig"):
-        import importlib
-
-        return getattr(importlib.import_module("marin.execution.executor_main"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# executor_main's module imports this one, so its names load on first use.
+__getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(
+    ("executor_main", "ExecutorMainConfig"), "marin.execution.executor_main"))
 
 
 logger = logging.getLogger("marin.executor")

@@ -378,7 +378,7 @@ def main() -> None:
                         help="the commit whose code gives the before figures ('' for none)")
     parser.add_argument("--baseline-table-max", type=int, default=10_000,
                         help="largest size at which the baseline's full table is timed")
-    parser.add_argument("--tool-sizes", type=int, nargs="+", default=[1_000, 10_000])
+    parser.add_argument("--tool-sizes", type=int, nargs="*", default=[1_000, 10_000])
     parser.add_argument("--dvc-max", type=int, default=1_000,
                         help="largest size for DVC (its setup hashes every file)")
     parser.add_argument("--install-tools", action="store_true",

@@ -52,6 +52,23 @@ def test_dry_run_json_for_a_file_and_for_a_module(tmp_path: Path):
     assert by_module.returncode == 0, by_module.stderr
     assert len(json.loads(by_module.stdout)["steps"]) == 6
     assert list(tmp_path.iterdir()) == []
+    step_lines = [line for line in by_file.stdout.splitlines() if '"action": ' in line]
+    assert len(step_lines) == 3  # one line per step: grep finds a step's whole record
+    assert [json.loads(line.rstrip(","))["name"] for line in step_lines] == [
+        s["name"] for s in plan["steps"]]
+
+
+def test_json_report_parses_like_the_standard_encoder():
+    from marin.execution.json_report import dumps_report
+
+    value = {"prefix": "/p", "steps": [{"name": "a", "deps": ["x"], "cfg": {"k": {1}}},
+                                       {"name": "b", "deps": [], "cfg": {}}],
+             "totals": {"run": 1, "nested": {"deep": [{"r": 1}]}}, "empty": [],
+             "numbers": [1.5, None], "text": "ü\n"}
+    expected = json.loads(json.dumps(value, indent=1, default=str))
+    assert json.loads(dumps_report(value)) == expected
+    assert json.loads(dumps_report([{"a": 1}, {"b": 2}])) == [{"a": 1}, {"b": 2}]
+    assert json.loads(dumps_report(3)) == 3
 
 
 def test_a_real_run_then_a_dry_run_shows_everything_skipped(tmp_path: Path):

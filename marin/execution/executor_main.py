@@ -18,7 +18,6 @@ override step configs (see ``marin.execution.overrides``).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 from marin.execution.executor import Executor, check_positive, gc_paused, signals_interrupt
 from marin.execution.graph import StepGraph, StepGraphError, StepOrder
 from marin.execution.hashing import UnhashableConfigError
+from marin.execution.json_report import dumps_report
 from marin.execution.options import ExecutorMainConfig, OptionsError, parse_options
 from marin.execution.overrides import OverrideError, apply_overrides, split_override_args
 from marin.execution.step import ExecutorStep
@@ -109,7 +109,7 @@ def run_with_options(steps: Sequence[ExecutorStep] | StepOrder, options: Executo
                 plan = executor.plan(graph, options.run_only, options.force_run_failed,
                                      force_run=options.force_run, spelling=spelling)
                 if options.json:
-                    print(json.dumps(plan.to_json(), indent=1, default=str))
+                    print(dumps_report(plan.to_json()))
                 else:
                     if description:
                         out.print(f"[bold]{description}[/]")
@@ -132,8 +132,7 @@ def run_with_options(steps: Sequence[ExecutorStep] | StepOrder, options: Executo
                                    soft_wrap=True)
         return 2
     if options.json:
-        print(json.dumps({"plan": result.plan.to_json(), "result": result.to_json()},
-                         indent=1, default=str))
+        print(dumps_report({"plan": result.plan.to_json(), "result": result.to_json()}))
     else:
         print_result(result, out)
     if result.interrupted:

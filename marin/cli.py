@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="list entry points without importing them")
     listing.set_defaults(handler=_plugins_list)
     check = plugins_sub.add_parser("check", help="load every plugin; exit 1 if any is broken")
+    check.add_argument("--json", action="store_true")
     check.set_defaults(handler=_plugins_check)
 
     storage = sub.add_parser("storage", help="storage utilities")
@@ -205,7 +206,7 @@ def _plugins_list(args: argparse.Namespace, extra: list[str]) -> int:
 def _plugins_check(args: argparse.Namespace, extra: list[str]) -> int:
     from marin import commands
 
-    return _reject_extra(extra) or commands.plugins_check()
+    return _reject_extra(extra) or commands.plugins_check(args.json)
 
 
 def _storage_check(args: argparse.Namespace, extra: list[str]) -> int:
@@ -255,7 +256,11 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
             order = StepOrder.of(steps_of(module))
         overrides, rest = split_override_args(extra, order.names)
         options, rest = options_from(args, rest)
-    except (ExperimentError, OverrideError, StepGraphError, OptionsError) as e:
+    except ExperimentError as e:
+        err.print(f"[bold red]error:[/] {_misplaced_experiment(args.experiment, extra) or e}",
+                  highlight=False, soft_wrap=True)
+        return 2
+    except (OverrideError, StepGraphError, OptionsError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
     if rest:
@@ -269,6 +274,17 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         err.print(f"[bold red]error:[/] {refusal}", highlight=False, soft_wrap=True)
         return 2
     return run_with_options(order, options, overrides, spelling="cli")
+
+
+def _misplaced_experiment(taken: str, extra: list[str]) -> str | None:
+    """When an override's value was read as the experiment (``--STEP.field VALUE`` written
+    before it), the message names the experiment file that came later and the right order."""
+    later = next((a for a in extra if a.endswith(".py") and os.path.isfile(a)), None)
+    if later is None:
+        return None
+    return (f"{taken!r} was read as the experiment, but {later} comes later: overrides "
+            "(--STEP.field VALUE) go after the experiment, as in marin executor OPTIONS "
+            f"{later} OVERRIDES")
 
 
 def _preflight(module, options, assume_yes: bool) -> str | None:

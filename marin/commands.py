@@ -51,9 +51,13 @@ def plugins_list(as_json: bool, load: bool = True) -> int:
     return 0
 
 
-def plugins_check() -> int:
+def plugins_check(as_json: bool = False) -> int:
     reports = registry.check_all()
     bad = [r for r in reports if r.status != "ok"]
+    if as_json:
+        print(json.dumps({"ok": len(reports) - len(bad), "broken": [r.to_json() for r in bad]},
+                         indent=1))
+        return 1 if bad else 0
     console = _out()
     for r in bad:
         console.print(f"[red]{r.status}[/]: {r.error}", highlight=False)

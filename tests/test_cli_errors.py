@@ -55,6 +55,16 @@ def test_bad_options_of_an_experiment_script(tmp_path: Path, args, words):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_override_before_the_experiment_names_the_right_order(tmp_path: Path):
+    out = run(MARIN, "executor", "--dry-run", "--prefix", str(tmp_path),
+              "--fit/zipf.top_k", "5", HELLO)
+    _one_line_error(out, "'5' was read as the experiment", HELLO, "go after the experiment")
+    fixed = run(MARIN, "executor", "--dry-run", "--prefix", str(tmp_path), HELLO,
+                "--fit/zipf.top_k", "5")
+    assert fixed.returncode == 0, fixed.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_output_override_must_stay_under_the_prefix(tmp_path: Path):
     out = run(MARIN, "executor", "--prefix", str(tmp_path / "p"), HELLO,
               "--fit/zipf.output_path", str(tmp_path / "elsewhere"))

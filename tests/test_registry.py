@@ -111,6 +111,13 @@ def test_plugins_list_and_check_on_the_command_line(site: Path):
     check = _marin(site, "plugins", "check")
     assert check.returncode == 1
     assert "acme driver missing" in check.stdout
+    as_json = _marin(site, "plugins", "check", "--json")
+    assert as_json.returncode == 1
+    report = json.loads(as_json.stdout)
+    broken = {(r["group"], r["name"], r["distribution"]): r for r in report["broken"]}
+    assert set(broken) == {key for key, st in status.items() if st != "ok"}
+    assert any("acme driver missing" in r["error"] for r in broken.values())
+    assert report["ok"] == sum(st == "ok" for st in status.values())
 
 
 def test_plugins_check_passes_on_the_first_party_set_up():

@@ -158,7 +158,8 @@ def report(label: str, tokens: int, times: dict[str, list[float]], name: str,
     share = statistics.median(c / s for c, s in zip(times["ceiling"], times[name], strict=True))
     print(f"{label}: {tokens / statistics.median(times[name]) / 1e6:.2f} M tok/s -> ratio "
           f"{ratio('baseline')} vs {WORKERS} threads, {ratio('tiktoken, 8 threads')} vs 8"
-          + (f" {goal}" if goal else "") + f"; {100 * share:.0f}% of the encoder's ceiling")
+          + (f" {goal}" if goal else "")
+          + f"; {100 * share:.0f}% of the encoder's ceiling on threads")
 
 
 def main() -> None:
@@ -209,9 +210,9 @@ def main() -> None:
               f"threads, {rate['tiktoken, 8 threads']:.2f} on 8 ({args.rounds} rounds, "
               "interleaved with every candidate below; ratios are medians over rounds, the "
               "range in brackets)")
-        print(f"the encoder's ceiling (encode_to_numpy on {WORKERS} threads, in memory): "
-              f"{rate['ceiling']:.2f} M tok/s, {rate['ceiling'] / rate['baseline']:.2f}x the "
-              f"batch encoder on {WORKERS} threads")
+        print(f"the encoder's ceiling on threads (encode_to_numpy on {WORKERS} threads, in "
+              f"memory): {rate['ceiling']:.2f} M tok/s, "
+              f"{rate['ceiling'] / rate['baseline']:.2f}x the batch encoder on {WORKERS} threads")
         report(f"tokenize step standalone ({WORKERS} workers, cache written)", ours_tokens, times,
                "standalone")
         labels = {"thread": "the step's own workers (default)",

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.helpers.processes import marin_command
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +23,7 @@ LABELS = {"root", "left", "right", "far_left", "far_right", "join"}
 
 def _start(prefix: Path, env: dict[str, str], *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "marin.cli", "executor", "--prefix", str(prefix), *extra,
-         EXPERIMENT],
+        [*marin_command(), "executor", "--prefix", str(prefix), *extra, EXPERIMENT],
         cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
 

@@ -349,3 +349,23 @@ def test_after_an_interrupt_no_worker_can_take_a_lease_or_write_a_status(tmp_pat
     late, storage, out = _active_item(tmp_path / "b", "run-1")
     assert not active.acquire(late)
     assert storage.read(lease_path(out)) is None and storage.read(status_path(out)) is None
+
+
+def test_ctrl_c_while_the_run_starts_reports_an_interrupted_run(tmp_path: Path):
+    from marin.execution.progress import SilentProgress
+
+    class InterruptedAtStart(SilentProgress):
+        finished = False
+
+        def run_started(self, plan, pending):
+            raise KeyboardInterrupt  # as Ctrl-C lands while the run record is written
+
+        def run_finished(self):
+            self.finished = True
+
+    progress = InterruptedAtStart()
+    result = Executor(str(tmp_path)).run([step("a")], progress=progress)
+    assert result.interrupted and not result.ok
+    assert CALLS == [] and progress.finished
+    assert not list(tmp_path.rglob(".executor_lease"))
+    assert not list(tmp_path.rglob(".executor_status"))

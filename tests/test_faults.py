@@ -16,16 +16,18 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.helpers.processes import marin_command
 
 pytestmark = pytest.mark.slow
 
 EXPERIMENT = "tests.fixtures.fault_experiment"
 
 
-def _start(tmp_path: Path, *extra: str, **env: str) -> subprocess.Popen:
+def _start(tmp_path: Path, *extra: str, ignoring: tuple[int, ...] = (), **env: str
+           ) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "marin.cli", "executor", "--prefix", str(tmp_path / "prefix"),
-         *extra, EXPERIMENT],
+        [*marin_command(ignoring), "executor", "--prefix", str(tmp_path / "prefix"), *extra,
+         EXPERIMENT],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "MARIN_TEST_DIR": str(tmp_path), **env})
 
@@ -133,6 +135,18 @@ def test_term_and_hup_are_handled_like_ctrl_c(tmp_path: Path, signum: int):
     (tmp_path / "release").touch()
     code, text = _finish(_start(tmp_path), timeout=120)  # resumes at once despite the ttl
     assert code == 0, text
+
+
+def test_a_run_started_under_nohup_keeps_running_when_its_terminal_hangs_up(tmp_path: Path):
+    proc = _start(tmp_path, MARIN_TEST_HOLD="1", ignoring=(signal.SIGHUP,))
+    _wait_for(tmp_path / "started" / "first", proc)
+    proc.send_signal(signal.SIGHUP)
+    (tmp_path / "release").touch()
+    code, text = _finish(proc, timeout=120)
+    assert code == 0, text
+    assert "interrupted" not in text
+    assert {_status(tmp_path, label)["status"] for label in ("first", "second")} == {"SUCCESS"}
+    assert _no_lease_left(tmp_path)
 
 
 def test_a_step_calling_os_exit_fails_the_run_instead_of_ending_it_with_0(tmp_path: Path):

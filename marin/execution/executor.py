@@ -146,7 +146,9 @@ class Interrupted(KeyboardInterrupt):
 @contextlib.contextmanager
 def signals_interrupt(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)
                       ) -> Iterator[None]:
-    """Turn ``signums`` into ``Interrupted`` in the main thread while the block runs."""
+    """Turn ``signums`` into ``Interrupted`` in the main thread while the block runs. A
+    signal this process ignores stays ignored: ``nohup marin executor ...`` keeps running when
+    its terminal hangs up, as a background job of a script ignores Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -154,7 +156,8 @@ def signals_interrupt(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)
     def handler(signum: int, frame: Any) -> None:
         raise Interrupted(signum)
 
-    previous = {s: signal.signal(s, handler) for s in signums}
+    previous = {s: signal.signal(s, handler) for s in signums
+                if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:
@@ -273,8 +276,8 @@ class _Run:
         for entry in self.plan.entries:
             if entry.action == "skip":
                 self._record_skip(entry)
-        self.progress.run_started(self.plan, len(todo))
-        try:
+        try:  # from here a Ctrl-C reports the run as interrupted, whatever it was doing
+            self.progress.run_started(self.plan, len(todo))
             for entry in todo:
                 if self.waiting_on[entry.node] == 0 and entry.node not in self._settled:
                     self._submit(entry)

@@ -1,0 +1,35 @@
+"""The ``marin`` command for tests that signal it, started as a terminal's foreground job.
+
+    proc = subprocess.Popen([*marin_command(), "executor", "--prefix", p, EXPERIMENT])
+    proc.send_signal(signal.SIGINT)                        # handled as Ctrl-C
+    nohup = marin_command(ignoring=(signal.SIGHUP,))       # started as ``nohup marin`` is
+
+A process inherits the signals its parent ignores, and Python installs its Ctrl-C handler
+only when SIGINT is not ignored at start. A test suite run in the background (``cmd &`` in a
+script, ``nohup``) would otherwise start every executor with SIGINT or SIGHUP ignored, and a
+test of Ctrl-C would wait forever. ``marin_command`` gives INT, TERM and HUP their default
+handling first, then ignores the signals in ``ignoring``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+
+_PROGRAM = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+for number in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(number, signal.SIG_DFL)
+for number in ({ignored}):
+    signal.signal(number, signal.SIG_IGN)
+from marin.cli import run
+run()
+"""
+
+
+def marin_command(ignoring: Iterable[int] = ()) -> list[str]:
+    """``python -c PROGRAM``, which runs the ``marin`` console script with the arguments that
+    follow it."""
+    ignored = "".join(f"{int(s)}, " for s in ignoring)
+    return [sys.executable, "-c", _PROGRAM.format(ignored=ignored)]

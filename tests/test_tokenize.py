@@ -315,6 +315,29 @@ def test_array_encoding_is_ordinary_encoding_even_with_special_token_text():
     assert ours.eos_id not in arrays[0].tolist()
 
 
+def test_each_thread_encodes_with_its_own_copy_of_the_encoding():
+    import threading
+
+    ours = load_encoder("gpt2")
+    texts = ["Hello world", "Ünïcödé and emoji \U0001f600", " spaces   and\n\nlines "]
+    seen: dict[str, tuple] = {}
+
+    def encode(name: str) -> None:
+        seen[name] = (ours.thread_encoding(), [a.tolist() for a in ours.encode_arrays(texts)],
+                      ours.encode_batch(texts))
+
+    threads = [threading.Thread(target=encode, args=(f"t{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    encode("main")
+    copies = {id(encoding) for encoding, _, _ in seen.values()}
+    assert len(copies) == 3 and ours.thread_encoding() is seen["main"][0]
+    expected = ours.encoding.encode_ordinary_batch(texts)
+    assert all(arrays == lists == expected for _, arrays, lists in seen.values())
+
+
 @pytest.mark.slow
 def test_a_workers_error_inside_an_executor_thread_is_raised_with_its_message(tmp_path: Path):
     folder = tmp_path / "bad"

@@ -12,7 +12,9 @@ import functools
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,9 +45,21 @@ class Encoder(Protocol):
 
 @dataclass
 class TiktokenEncoder:
+    """A tiktoken encoding, copied once per thread that encodes with it.
+
+    Design note: the regex engine inside a tiktoken encoding keeps a fast path for the
+    first thread that uses it; every other thread goes through a shared pool. Two tokenize
+    workers sharing one encoding ran 15 to 30% slower than two processes; with a copy each
+    (about 0.03 s to build) they run as fast as processes.
+    """
+
     name: str
     encoding: Any
     fingerprint: str
+    build: Callable[[], Any] = field(repr=False, compare=False)
+    """Makes a new, identical encoding (the ``encoding`` above is the first)."""
+    _own: threading.local = field(default_factory=threading.local, init=False, repr=False,
+                                  compare=False)
 
     @property
     def vocab_size(self) -> int:
@@ -55,13 +69,20 @@ class TiktokenEncoder:
     def eos_id(self) -> int:
         return self.encoding.eot_token
 
+    def thread_encoding(self) -> Any:
+        """This thread's own copy of the encoding."""
+        own = getattr(self._own, "encoding", None)
+        if own is None:
+            own = self._own.encoding = self.build()
+        return own
+
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return self.encoding.encode_ordinary_batch(texts, num_threads=1)
+        return self.thread_encoding().encode_ordinary_batch(texts, num_threads=1)
 
     def encode_arrays(self, texts: list[str]) -> list[Any]:
         # Encoding with no special token allowed or disallowed is encode_ordinary; the
         # tokens come back in one buffer, never as Python ints.
-        encode = self.encoding.encode_to_numpy
+        encode = self.thread_encoding().encode_to_numpy
         return [encode(t, allowed_special=_NONE, disallowed_special=()) for t in texts]
 
     def identity(self) -> dict[str, Any]:
@@ -120,10 +141,13 @@ def _gpt2() -> TiktokenEncoder:
 
     vocab_bpe, encoder_json = gpt2_files()
     digest = hashlib.sha256(vocab_bpe.read_bytes() + encoder_json.read_bytes()).hexdigest()
-    encoding = tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN,
-                                 mergeable_ranks=_gpt2_ranks(vocab_bpe, encoder_json, digest),
+    ranks = _gpt2_ranks(vocab_bpe, encoder_json, digest)
+
+    def build() -> Any:
+        return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
                                  special_tokens={GPT2_EOS: 50256}, explicit_n_vocab=50257)
-    return TiktokenEncoder("gpt2", encoding, digest[:16])
+
+    return TiktokenEncoder("gpt2", build(), digest[:16], build)
 
 
 def _gpt2_ranks(vocab_bpe: Path, encoder_json: Path, digest: str) -> dict[bytes, int]:

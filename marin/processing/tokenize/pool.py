@@ -6,8 +6,10 @@
 The encoders do their work in Rust with Python's GIL released (tiktoken's
 ``encode_to_numpy``, Hugging Face tokenizers), and hand back one buffer per document, not a
 Python int per token: what stays under the GIL (reading lines, JSON, writing arrays) is
-about 5% of a shard's time, so threads use every core. A failing shard stops the others at
-their next batch, and its exception is raised here unchanged.
+under a tenth of a shard's time, so threads use every core. Each thread encodes with its own
+copy of a tiktoken encoding (``TiktokenEncoder.thread_encoding``), as fast as a process. A
+failing shard stops the others at their next batch, and its exception is raised here
+unchanged.
 
 Design note: the step used to run its workers in processes: forked when called from a
 script, and inside the executor (whose runner threads and lease heartbeats make forking

@@ -8,16 +8,18 @@
   (first and last, since the load of a shared machine drifts),
   with the synchronous save marin had before (equinox's serialisation of the whole state
   into one buffer, written with fsspec), with orbax saving synchronously, and with orbax
-  saving asynchronously, a checkpoint every ``--every`` steps (at 10 the synchronous saves
-  cost about a fifth of the step time, at 5 about two fifths). The figure is the wall time
+  saving asynchronously, a checkpoint every ``--every`` steps (at 10, the synchronous saves
+  cost about a fifth of the step time in the split placement below and a third with shared
+  cores). The figure is the wall time
   from the end of the first step (compilation) to the end of the last, against the run
   without checkpoints (goal: async within 5%).
   ``--placement`` says where the work runs. ``shared``: every thread on every core, so a
   background save takes its CPU from training's. ``split``: a model of an accelerator host,
   where training computes on a device while the host's cores write: the threads that exist
-  once JAX is initialised (XLA's compute threads and the main thread) are kept on core 0,
+  once JAX is initialised (XLA's compute threads and the main thread) are kept on one core,
   the "device", and every thread started later (orbax's and tensorstore's writers, the data
-  prefetcher) on core 1, the "host". ``both`` (default) runs the five runs once per placement.
+  prefetcher) on another, the "host" (it needs 2 CPUs). ``both`` (default) runs the five runs
+  once per placement.
 * Save and restore throughput (MB/s of parameters plus optimizer state) to a local folder
   and to a GCS emulator (fake-gcs-server on loopback, through tensorstore's GCS driver), and
   the previous synchronous save to the same local folder.
@@ -94,10 +96,16 @@ def timed(cls):
 
 
 class SplitCores:
-    """Pins the threads alive now to core 0 and every thread started later to core 1,
-    checking every 20 ms (Linux: ``sched_setaffinity`` on a thread id moves that thread)."""
+    """Pins the threads alive now to the first CPU this process may use and every thread
+    started later to the second, checking every 20 ms (Linux: ``sched_setaffinity`` on a
+    thread id moves that thread); on exit every thread gets the CPUs it had."""
 
     def __init__(self):
+        self.allowed = sorted(os.sched_getaffinity(0))
+        if len(self.allowed) < 2:
+            raise SystemExit(f"--placement split needs 2 CPUs, this process may use "
+                             f"{len(self.allowed)}; use --placement shared")
+        self.device_cpu, self.host_cpu = self.allowed[:2]
         self.device = set(self._threads())
         self._pinned: set[int] = set()
         self._stop = threading.Event()
@@ -108,23 +116,23 @@ class SplitCores:
     def _threads() -> list[int]:
         return [int(t) for t in os.listdir("/proc/self/task")]
 
-    def _pin(self, tid: int, core: int) -> None:
+    def _pin(self, tid: int, cpus) -> None:
         try:
-            os.sched_setaffinity(tid, {core})
-        except OSError:  # the thread ended meanwhile
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:  # the thread ended meanwhile
             pass
         self._pinned.add(tid)
 
     def _watch(self) -> None:
-        self._pin(threading.get_native_id(), 1)
+        self._pin(threading.get_native_id(), {self.host_cpu})
         while not self._stop.wait(0.02):
             for tid in self._threads():
                 if tid not in self._pinned:
-                    self._pin(tid, 0 if tid in self.device else 1)
+                    self._pin(tid, {self.device_cpu if tid in self.device else self.host_cpu})
 
     def __enter__(self):
         for tid in self.device:
-            self._pin(tid, 0)
+            self._pin(tid, {self.device_cpu})
         self._watcher.start()
         return self
 
@@ -132,10 +140,7 @@ class SplitCores:
         self._stop.set()
         self._watcher.join()
         for tid in self._threads():
-            try:
-                os.sched_setaffinity(tid, range(os.cpu_count() or 1))
-            except OSError:
-                pass
+            self._pin(tid, self.allowed)
 
 
 def run(config: TrainLmConfig, checkpoints_class=Checkpoints) -> float:

@@ -278,7 +278,11 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _misplaced_experiment(taken: str, extra: list[str]) -> str | None:
     """When an override's value was read as the experiment (``--STEP.field VALUE`` written
-    before it), the message names the experiment file that came later and the right order."""
+    before it), the message names the experiment file that came later and the right order.
+    Only for a name that is no file at all; an experiment given as a module name later on
+    is not recognised, and the plain error stands."""
+    if os.path.exists(taken):
+        return None
     later = next((a for a in extra if a.endswith(".py") and os.path.isfile(a)), None)
     if later is None:
         return None

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from marin.execution import Executor
@@ -69,6 +70,10 @@ def test_json_report_parses_like_the_standard_encoder():
     assert json.loads(dumps_report(value)) == expected
     assert json.loads(dumps_report([{"a": 1}, {"b": 2}])) == [{"a": 1}, {"b": 2}]
     assert json.loads(dumps_report(3)) == 3
+    odd_keys = {True: 1, None: 2, 3: {4.5: "x"}, "s": [1]}
+    assert json.loads(dumps_report(odd_keys)) == json.loads(json.dumps(odd_keys, indent=1))
+    array = {"a": np.arange(3), "b": [{"c": np.arange(2)}]}  # no JSON form: written as str
+    assert json.loads(dumps_report(array)) == json.loads(json.dumps(array, default=str))
 
 
 def test_a_real_run_then_a_dry_run_shows_everything_skipped(tmp_path: Path):

@@ -6,6 +6,7 @@ import glob
 import gzip
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -336,6 +337,8 @@ def test_each_thread_encodes_with_its_own_copy_of_the_encoding():
     assert len(copies) == 3 and ours.thread_encoding() is seen["main"][0]
     expected = ours.encoding.encode_ordinary_batch(texts)
     assert all(arrays == lists == expected for _, arrays, lists in seen.values())
+    again = pickle.loads(pickle.dumps(ours))  # e.g. to a worker process: copies stay behind
+    assert again.encode_batch(texts) == expected
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ record; everything deeper is written compactly. The result parses to the same va
 ``json.dumps(value, indent=1)`` would give.
 
 Design note: ``json.dumps`` with ``indent`` runs Python's pure-Python encoder, which took
-about a second and a half for a 100,000-step plan; compact records go through the C encoder,
+about 0.9 s for a 100,000-step plan; compact records go through the C encoder in half that,
 and a step stays one line that ``grep`` finds.
 """
 
@@ -36,11 +36,22 @@ def dumps_report(value: Any) -> str:
 
 def _dumps(value: Any, depth: int) -> str:
     inner, outer = " " * (depth + 1), " " * depth
-    if value and isinstance(value, dict) and depth < _OBJECTS_SPREAD:
-        items = [f"{inner}{_RECORD.encode(str(k))}: {_dumps(v, depth + 1)}"
+    if isinstance(value, dict) and value and depth < _OBJECTS_SPREAD:
+        items = [f"{inner}{_RECORD.encode(_key(k))}: {_dumps(v, depth + 1)}"
                  for k, v in value.items()]
         return "{\n" + ",\n".join(items) + "\n" + outer + "}"
-    if (value and isinstance(value, list) and depth < _RECORDS_SPREAD
+    if (isinstance(value, list) and value and depth < _RECORDS_SPREAD
             and all(isinstance(v, dict) for v in value)):
         return "[\n" + ",\n".join(inner + _RECORD.encode(v) for v in value) + "\n" + outer + "]"
     return _RECORD.encode(value)
+
+
+def _key(key: Any) -> str:
+    """A key as ``json.dumps`` writes it (other types, which it refuses, as their ``str``)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool) or key is None:
+        return {True: "true", False: "false", None: "null"}[key]
+    if isinstance(key, (int, float)):
+        return _RECORD.encode(key)
+    return str(key)

@@ -69,6 +69,12 @@ class TiktokenEncoder:
     def eos_id(self) -> int:
         return self.encoding.eot_token
 
+    def __getstate__(self) -> dict[str, Any]:  # the copies stay with their threads
+        return {k: v for k, v in self.__dict__.items() if k != "_own"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _own=threading.local())
+
     def thread_encoding(self) -> Any:
         """This thread's own copy of the encoding."""
         own = getattr(self._own, "encoding", None)
@@ -137,17 +143,17 @@ def load_encoder(spec: str) -> Encoder:
 
 
 def _gpt2() -> TiktokenEncoder:
-    import tiktoken
-
     vocab_bpe, encoder_json = gpt2_files()
     digest = hashlib.sha256(vocab_bpe.read_bytes() + encoder_json.read_bytes()).hexdigest()
-    ranks = _gpt2_ranks(vocab_bpe, encoder_json, digest)
-
-    def build() -> Any:
-        return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
-                                 special_tokens={GPT2_EOS: 50256}, explicit_n_vocab=50257)
-
+    build = functools.partial(_gpt2_encoding, _gpt2_ranks(vocab_bpe, encoder_json, digest))
     return TiktokenEncoder("gpt2", build(), digest[:16], build)
+
+
+def _gpt2_encoding(ranks: dict[bytes, int]) -> Any:
+    import tiktoken
+
+    return tiktoken.Encoding(name="gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                             special_tokens={GPT2_EOS: 50256}, explicit_n_vocab=50257)
 
 
 def _gpt2_ranks(vocab_bpe: Path, encoder_json: Path, digest: str) -> dict[bytes, int]:

@@ -10,7 +10,6 @@ import sys
 import types
 from collections import namedtuple
 from dataclasses import dataclass
-from pathlib import Path
 
 import pydantic
 
@@ -19,8 +18,7 @@ from marin.execution.config_tree import Kind, iter_leaves, kind_of, map_leaves
 from marin.execution.graph import dependencies_of
 from marin.execution.status import decode_info, encode_info
 from marin.execution.step import OutputPathOf
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
 
 
 def noop(config):

@@ -7,6 +7,7 @@
 - No library module imports the command line (``marin.cli``, ``marin.commands``).
 - No module of ``marin`` imports a plugin's package (``marin_ray``, ``marin_gcs``...): core
   reaches plugins only through entry points.
+- ``marin.registry`` (the entry-point registry every layer uses) imports no module of marin.
 - Only ``marin/storage`` imports fsspec: every other module reads and writes through
   ``marin.storage.files`` (``open_url``, ``atomic_write``, ``url_to_fs``...).
 
@@ -20,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 MARIN = ROOT / "marin"
 
 ML_LIBRARIES = {"jax", "jaxlib", "haliax", "optax", "equinox", "levanter", "numpy", "torch",
@@ -93,6 +95,12 @@ def test_core_reaches_plugins_only_through_entry_points():
     plugins = plugin_packages()
     assert {"marin_ray", "marin_gcs", "marin_s3"} <= plugins
     assert violations(_py(MARIN), ROOT, plugins) == []
+
+
+def test_the_registry_imports_no_module_of_marin():
+    registry = MARIN / "registry.py"
+    assert imports_of(registry, ROOT)  # the check reads its imports at all
+    assert violations([registry], ROOT, {"marin"}) == []
 
 
 def test_only_the_storage_layer_imports_fsspec():

@@ -23,8 +23,8 @@ from marin.execution.executor import (
     this_output_path,
     versioned,
 )
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = ROOT / "tests" / "fixtures" / "marin_style_experiment.py"
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -90,9 +89,16 @@ def test_an_unknown_name_lists_what_is_available(site: Path):
 
 
 def _marin(site: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
-    return subprocess.run([sys.executable, "-m", "marin.cli", *args], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=120)
+    return _run(site, "-m", "marin.cli", *args)
+
+
+def _run(site: Path | None, *argv: str) -> subprocess.CompletedProcess:
+    """This interpreter with ``argv``, ``site`` (an installed plugin set) and the repository
+    on its path."""
+    path = [str(site)] if site else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(ROOT)])}
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=120)
 
 
 def test_plugins_list_and_check_on_the_command_line(site: Path):
@@ -132,19 +138,7 @@ MARIN_GROUPS = ["marin.hardware", "marin.resolvers", "marin.run_observers", "mar
 
 
 def _python(code: str, site: Path | None = None) -> subprocess.CompletedProcess:
-    path = [str(site)] if site else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(ROOT)])}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=120)
-
-
-def test_the_registry_imports_no_domain_module():
-    tree = ast.parse((ROOT / "marin" / "registry.py").read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module or "" for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom)}
-    assert imported and not {m for m in imported if m.split(".")[0] == "marin"}, imported
+    return _run(site, "-c", textwrap.dedent(code))
 
 
 def test_every_group_is_listed_before_its_owner_is_imported_and_declared_on_first_load():

@@ -22,7 +22,7 @@ from typing import Any
 
 from marin.execution.invocations import invocations_folder
 from marin.execution.lease import LeaseRecord
-from marin.execution.states import STORED_STATUSES
+from marin.execution.states import STORED_STATUSES, StepState
 from marin.execution.status import (
     CorruptRecordError,
     StatusRecord,
@@ -33,7 +33,7 @@ from marin.execution.status import (
 )
 from marin.storage import Storage, get_storage
 
-_RAN = ("succeeded", "failed", "lost_lease", "cancelled")
+_RAN = frozenset(state.value for state in StepState if state.ran)  # outcomes of an attempt
 _STEP_FOLDER = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
 _MAX_DEPTH = 8
 # Names that are surely files, so discovery does not list them as folders.
@@ -363,9 +363,6 @@ def list_many(storage: Storage, paths: Sequence[str]) -> list[list[str]]:
         return list(pool.map(storage.list_dir, paths))
 
 
-_STATES = STORED_STATUSES
-
-
 def _status_fields(output_path: str, raw: bytes | None) -> dict[str, Any]:
     """The fields of a StepView from a status file's bytes (``StatusRecord``'s format,
     read without building the record: this runs for every step on every poll)."""
@@ -374,7 +371,7 @@ def _status_fields(output_path: str, raw: bytes | None) -> dict[str, Any]:
     try:
         data = json.loads(raw)
         state = data["status"]
-        if state not in _STATES:
+        if state not in STORED_STATUSES:
             raise ValueError(f"unknown status {state!r}")
         updated = float(data.get("time") or 0.0) or None
     except (ValueError, KeyError, TypeError) as e:

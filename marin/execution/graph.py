@@ -175,11 +175,6 @@ def check_steps(steps: Sequence[ExecutorStep]) -> None:
             raise TypeError(f"steps[{i}] is a {type(step).__name__}, not an ExecutorStep")
 
 
-def topological_order(roots: Sequence[ExecutorStep]) -> list[ExecutorStep]:
-    """Every step reachable from ``roots``, dependencies first."""
-    return _ordered_with_dependencies(roots)[0]
-
-
 def _ordered_with_dependencies(roots: Sequence[ExecutorStep]
                                ) -> tuple[list[ExecutorStep], dict[int, list[ExecutorStep]]]:
     """Dependencies first; iterative, so a 100,000-step chain does not hit recursion limits."""

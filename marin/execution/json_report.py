@@ -21,6 +21,7 @@ and a step stays one line that ``grep`` finds.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 _RECORD = json.JSONEncoder(default=str)
@@ -37,7 +38,7 @@ def dumps_report(value: Any) -> str:
 def _dumps(value: Any, depth: int) -> str:
     inner, outer = " " * (depth + 1), " " * depth
     if isinstance(value, dict) and value and depth < _OBJECTS_SPREAD:
-        items = [f"{inner}{_RECORD.encode(_key(k))}: {_dumps(v, depth + 1)}"
+        items = [f"{inner}{_RECORD.encode(json_key(k))}: {_dumps(v, depth + 1)}"
                  for k, v in value.items()]
         return "{\n" + ",\n".join(items) + "\n" + outer + "}"
     if (isinstance(value, list) and value and depth < _RECORDS_SPREAD
@@ -46,12 +47,11 @@ def _dumps(value: Any, depth: int) -> str:
     return _RECORD.encode(value)
 
 
-def _key(key: Any) -> str:
-    """A key as ``json.dumps`` writes it (other types, which it refuses, as their ``str``)."""
+def json_key(key: Any, other: Callable[[Any], str] = str) -> str:
+    """``key`` as an object key the way ``json.dumps`` writes it: text as is, numbers, bools
+    and None as their JSON; any other key (which ``json.dumps`` refuses) as ``other(key)``."""
     if isinstance(key, str):
         return key
-    if isinstance(key, bool) or key is None:
-        return {True: "true", False: "false", None: "null"}[key]
-    if isinstance(key, (int, float)):
+    if key is None or isinstance(key, (int, float)):
         return _RECORD.encode(key)
-    return str(key)
+    return other(key)

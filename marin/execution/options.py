@@ -181,9 +181,10 @@ def options_from(namespace: argparse.Namespace, unknown: Sequence[str] = ()
     ``unknown`` (``--BACKEND-KEY VALUE``); returns the arguments still not understood."""
     given = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(ExecutorMainConfig)
              if hasattr(namespace, f.name)}
-    for name in ("run_only", "force_run"):
-        if name in given:
-            given[name] = _expand_lists(given[name])
+    kinds = _types()
+    for name, value in given.items():
+        if name != _RUNNER_OPTION and _kind(kinds[name]) is list:
+            given[name] = _expand_lists(value)
     runner = _runner_pairs(given.pop(_RUNNER_OPTION, []))
     backend = given.get("backend", "local")
     from_flags, rest = _backend_flags(unknown, backend)

@@ -24,6 +24,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from marin.execution.config_tree import ConfigVisitor, Kind
+from marin.execution.experiments import EXPERIMENT_MODULE_PREFIX
+from marin.execution.json_report import json_key
 from marin.execution.lease import host_name
 from marin.execution.states import StepState
 from marin.execution.step import join_path
@@ -158,20 +160,11 @@ class _InfoData(ConfigVisitor[Any]):
         if kind is Kind.RECORD:
             return {name: result for name, _, result in items}
         if kind is Kind.MAPPING:
-            return {_info_key(key): result for key, _, result in items}
+            return {json_key(key, repr): result for key, _, result in items}
         if kind is Kind.SET:
             return sorted((result for _, _, result in items),
                           key=lambda r: json.dumps(r, sort_keys=True))
         return [result for _, _, result in items]
-
-
-def _info_key(key: Any) -> str:
-    """A JSON object key: the text json itself would write for a number, bool or None."""
-    if isinstance(key, str):
-        return key
-    if key is None or isinstance(key, (int, float)):
-        return json.dumps(key)
-    return repr(key)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -198,7 +191,7 @@ def function_name(fn: Any) -> str:
     (``experiments.hello_pipeline``) however it was loaded."""
     target = inspect.unwrap(fn)
     module = getattr(target, "__module__", None) or "?"
-    if module == "__main__" or module.startswith("marin_experiment_"):
+    if module == "__main__" or module.startswith(EXPERIMENT_MODULE_PREFIX):
         spec = getattr(sys.modules.get(module), "__spec__", None)
         path = getattr(sys.modules.get(module), "__file__", None)
         if module == "__main__" and spec is not None and spec.name:

@@ -29,6 +29,7 @@ import numpy as np
 from marin.profiling._collect import CATEGORIES, Collector, TraceData
 from marin.profiling._sources import TraceError, host_of, resolve
 from marin.profiling._wire import WireError, split_xspace
+from marin.storage.files import url_of
 
 __all__ = ["CATEGORIES", "Hint", "Kernel", "Share", "StepStats", "TraceComparison",
            "TraceError", "TraceSummary", "load"]
@@ -55,15 +56,15 @@ def load(url: str, top: int = 10) -> TraceSummary:
         _read_file(fs, path, collector)
     data = collector.finish()
     if not any(p.startswith(("/host:", "/device:")) for p in data.planes):
-        raise TraceError(f"{_url(fs, files[0])}: no host or device planes in this file; it is "
+        raise TraceError(f"{url_of(fs, files[0])}: no host or device planes in this file; it is "
                          "not a profile that jax.profiler wrote")
-    return TraceSummary(data, sources=tuple(_url(fs, f) for f in files), top=top)
+    return TraceSummary(data, sources=tuple(url_of(fs, f) for f in files), top=top)
 
 
 def _read_file(fs: Any, path: str, collector: Collector) -> None:
     from jax.profiler import ProfileData
 
-    url = _url(fs, path)
+    url = url_of(fs, path)
     size = fs.size(path)
     if not size:
         raise TraceError(f"{url}: empty file; the profile was not written completely (was "
@@ -86,10 +87,6 @@ def _read_file(fs: Any, path: str, collector: Collector) -> None:
         raise TraceError(f"cannot read {url}: {e}") from None
 
 
-def _url(fs: Any, path: str) -> str:
-    from marin.storage.files import url_of
-
-    return url_of(fs, path)
 
 
 class Kernel(tuple):

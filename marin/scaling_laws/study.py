@@ -59,7 +59,7 @@ from marin.processing.tokenize.inputs import fingerprint_inputs
 from marin.processing.tokenize.step import TokenizeConfig, tokenize
 from marin.processing.tokenize.tokenizer_training import TrainTokenizerConfig, train_tokenizer
 from marin.scaling_laws.candidates import CandidateConfig
-from marin.storage.files import atomic_write, join_url, open_url
+from marin.storage.files import atomic_write, exists, join_url, open_url
 from marin.training.hyperparameters import OptimizerHyperparameters
 
 logger = logging.getLogger("marin.scaling_laws")
@@ -771,7 +771,7 @@ def print_study_summary(steps: Sequence[ExecutorStep], argv: Sequence[str],
     out = study_outputs(steps, resolve_prefix(known.prefix))
     fit = _read_json(join_url(out["fit"], "fit.json")) if "fit" in out else None
     report = join_url(out["report"], "report.md") if "report" in out else None
-    if fit is None or report is None or _read_json_text(report) is None:
+    if fit is None or report is None or not exists(report):
         return
     prediction = _read_json(join_url(out["prediction"], "prediction.json")) \
         if "prediction" in out else None
@@ -779,11 +779,3 @@ def print_study_summary(steps: Sequence[ExecutorStep], argv: Sequence[str],
     for line in summary_lines(fit, prediction):
         print(line, file=stream)
     print(f"report: {report}", file=stream)
-
-
-def _read_json_text(path: str) -> str | None:
-    try:
-        with open_url(path, "r") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None

@@ -46,7 +46,7 @@ class LocalStorage(Storage):
 
     def write(self, path: str, data: bytes) -> None:
         target = local_path(path)
-        tmp = _tmp_name(target)
+        tmp = temporary_name(target)
         try:
             _write_new(tmp, data)
             os.replace(tmp, target)
@@ -56,7 +56,7 @@ class LocalStorage(Storage):
 
     def create_if_absent(self, path: str, data: bytes) -> str | None:
         target = local_path(path)
-        tmp = _tmp_name(target)
+        tmp = temporary_name(target)
         try:
             _write_new(tmp, data)
             os.link(tmp, target)
@@ -109,7 +109,7 @@ class LocalStorage(Storage):
             new = os.path.join(target, name)
             if os.path.isdir(new) and not os.path.islink(new):
                 # A folder cannot be replaced in one rename: move the old one aside first.
-                aside = _tmp_name(new)
+                aside = temporary_name(new)
                 os.replace(new, aside)
                 shutil.rmtree(aside, ignore_errors=True)
             os.replace(os.path.join(source, name), new)
@@ -157,7 +157,8 @@ def _token(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _tmp_name(target: str) -> str:
+def temporary_name(target: str) -> str:
+    """A hidden, unique name beside ``target``, for a file renamed onto it once whole."""
     folder, name = os.path.split(target)
     return os.path.join(folder, f".{name}.tmp-{uuid.uuid4().hex}")
 

@@ -39,11 +39,11 @@ import errno
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 from typing import IO, Any
 
 from marin.storage import UnknownSchemeError, get_storage, scheme_of
+from marin.storage._local import temporary_name
 
 __all__ = ["atomic_write", "exists", "filesystem", "find", "glob", "is_local", "join_url",
            "local_path", "move_into_place", "normalize_url", "open_url", "url_of",
@@ -168,7 +168,7 @@ def atomic_write(url: str, mode: str = "wb", **kwargs: Any) -> Iterator[IO]:
     if target is not None:  # a temporary beside the target: the rename stays on one disk
         folder = os.path.dirname(os.path.abspath(target))
         os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, f".{os.path.basename(target)}.tmp-{uuid.uuid4().hex}")
+        tmp = temporary_name(os.path.abspath(target))
     else:
         fd, tmp = tempfile.mkstemp(prefix="marin-upload-")
         os.close(fd)
@@ -197,8 +197,7 @@ def move_into_place(local_source: str, url: str) -> None:
     except OSError as e:
         if e.errno != errno.EXDEV:
             raise
-        folder, name = os.path.split(os.path.abspath(target))
-        tmp = os.path.join(folder, f".{name}.tmp-{uuid.uuid4().hex}")
+        tmp = temporary_name(os.path.abspath(target))
         try:
             shutil.copyfile(local_source, tmp)
             os.replace(tmp, target)

@@ -91,7 +91,9 @@ def test_invocation_fields_are_typed_or_named_as_ignored():
     "/file?step={words}&path=x%00.txt", "/file?step={words}&path=%0a.txt",
     "/steps/data/wo%00rds-12345678", "/study?step=a%00-12345678",
     "/api/metrics?run=a%00-12345678", "/experiments/%00", "/runs?exp=%00",
-    "/file?step={words}&path=%C3%A9t%C3%A9.txt", "/steps/%ff%fe-12345678"])
+    "/file?step={words}&path=%C3%A9t%C3%A9.txt", "/steps/%ff%fe-12345678",
+    "/experiments/" + "x" * 5000, "/steps/" + "a" * 300 + "-12345678",
+    "/file?step={words}&path=" + "b" * 300 + ".txt"])
 def test_odd_bytes_in_urls_get_an_answer_not_a_500(ran, path: str):
     prefix, keys = ran
     with running_dashboard(str(prefix)) as url:

@@ -44,6 +44,7 @@ from starlette.templating import Jinja2Templates
 
 from marin.dashboard import pages
 from marin.dashboard.config import DashboardConfig
+from marin.dashboard.formatting import fmt_num, fmt_seconds, fmt_time
 from marin.dashboard.reader import DashboardError, PrefixReader
 
 logger = logging.getLogger("marin.dashboard")
@@ -87,7 +88,9 @@ def create_app(config: DashboardConfig, reader: PrefixReader | None = None) -> S
         Route("/static/plotly.min.js", lambda request: FileResponse(plotly_js_path())),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    # DashboardError has a handler of its own: the catch-all one also logs a traceback.
     app = Starlette(routes=routes, exception_handlers={Exception: dash.error_page,
+                                                       DashboardError: dash.error_page,
                                                        HTTPException: dash.http_error})
     app.add_middleware(_TokenMiddleware, token=config.token)
     return app
@@ -98,9 +101,9 @@ class _Dashboard:
         self.config = config
         self.reader = reader
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.globals.update(prefix=reader.prefix, fmt_time=pages.fmt_time,
-                                          fmt_seconds=pages.fmt_seconds,
-                                          fmt_num=pages.fmt_num, poll=config.poll_seconds,
+        self.templates.env.globals.update(prefix=reader.prefix, fmt_time=fmt_time,
+                                          fmt_seconds=fmt_seconds,
+                                          fmt_num=fmt_num, poll=config.poll_seconds,
                                           profiling=pages.profiling_available())
         self.templates.env.filters.update(step_href=step_href, inv_href=inv_href)
 

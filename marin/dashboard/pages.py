@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from marin.dashboard.bounded import read_head
+from marin.dashboard.formatting import fmt_seconds
 from marin.dashboard.layout import NODE_H, NODE_W, layout_graph
 from marin.dashboard.metrics import METRICS, read_curves
 from marin.dashboard.outputs import (
@@ -31,57 +32,13 @@ from marin.dashboard.outputs import (
     read_text_tail,
 )
 from marin.dashboard.reader import DashboardError, PrefixReader, StepView, step_key_of
-from marin.dashboard.records import (
-    Invocation,
-    PlannedStep,
-    finite_number,
-    info_view,
-    valid_time,
-)
+from marin.dashboard.records import Invocation, PlannedStep, info_view, valid_time
 
 STATES = ("FAILED", "STOPPED", "CORRUPT", "RUNNING", "CANCELLED", "PENDING", "SUCCESS")
 GRAPH_LIMIT = 300
 ROW_LIMIT = 500
 RUN_LIMIT = 12
 FILE_LIMIT = 64 << 20  # bytes /file serves; larger files are copied with the storage's tools
-
-
-# -- formatting (also template globals) ---------------------------------------------------
-
-def fmt_time(epoch: Any) -> str:
-    when = valid_time(epoch)
-    if not when:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
-
-
-def fmt_seconds(value: Any) -> str:
-    seconds = finite_number(value)
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
-
-
-def fmt_num(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)[:60]
-    if finite_number(value) is None:
-        return "inf" if isinstance(value, int) else str(value)
-    magnitude = abs(value)
-    for size, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if magnitude >= size:
-            return f"{value / size:.3g}{suffix}"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.4g}"
 
 
 def profiling_available() -> bool:

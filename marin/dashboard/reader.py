@@ -50,6 +50,7 @@ _RAN = frozenset(state.value for state in StepState if state.ran)  # outcomes of
 _STEP_FOLDER = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
 _MAX_DEPTH = 8
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MAX_KEY, _MAX_NAME = 1024, 255  # what file systems allow in a path and in one name
 # Names that are surely files, so discovery does not list them as folders.
 _FILE_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".csv", ".html", ".png", ".pb",
                   ".gz", ".parquet", ".zst", ".py", ".yaml", ".npz", ".bin", ".tmp")
@@ -84,7 +85,8 @@ def normalize_prefix(prefix: str) -> str:
 def step_key_of(key: str) -> str:
     """``key`` if it names a step output under the prefix, else a DashboardError (404)."""
     parts = key.split("/")
-    if not _STEP_FOLDER.match(parts[-1]) or any(p in ("", ".", "..") for p in parts) \
+    if len(key) > _MAX_KEY or any(len(p) > _MAX_NAME for p in parts) \
+            or not _STEP_FOLDER.match(parts[-1]) or any(p in ("", ".", "..") for p in parts) \
             or key.startswith(".") or "\\" in key or _CONTROL.search(key):
         raise DashboardError(f"{key!r} is not a step: step keys look like "
                              "'train/tiny-1a2b3c4d'", status=404)
@@ -94,8 +96,8 @@ def step_key_of(key: str) -> str:
 def safe_subpath(sub: str) -> str:
     """A relative path inside a step's output, or a DashboardError (no '..', no root)."""
     parts = [p for p in sub.split("/") if p]
-    if not parts or any(p in (".", "..") for p in parts) or "\\" in sub \
-            or _CONTROL.search(sub):
+    if not parts or any(p in (".", "..") or len(p) > _MAX_NAME for p in parts) \
+            or "\\" in sub or _CONTROL.search(sub) or len(sub) > _MAX_KEY:
         raise DashboardError(f"{sub!r} is not a file inside a step's output", status=404)
     return "/".join(parts)
 
@@ -155,7 +157,7 @@ class PrefixReader:
                 if n in self._ended or n in fresh]
 
     def invocation(self, invocation_id: str) -> Invocation:
-        if not re.fullmatch(r"[0-9A-Za-z_.-]+", invocation_id):
+        if not re.fullmatch(r"[0-9A-Za-z_.-]{1,200}", invocation_id):
             raise DashboardError(f"no invocation {invocation_id!r}", status=404)
         name = f"{invocation_id}.json"
         record = self._ended.get(name)

@@ -9,8 +9,8 @@ A step folder must resolve inside the prefix, and a file inside its step folder.
 stores (gs://, s3://) have no links: everything under such a prefix is inside.
 
 Design note: a poll checks every step, so a folder is checked one path component at a
-time, and each component (``train/`` is shared by many steps) costs one ``lstat`` per
-``ttl``; only a component that is a link is resolved. Files are resolved in full with
+time, each component (``train/`` is shared by many steps) and each folder's answer kept for
+``ttl`` seconds; only a component that is a link is resolved. Files are resolved in full with
 ``realpath`` and compared by ``commonpath``. The check and the read are two calls, so a
 link swapped in between is read once; the dashboard never writes.
 """
@@ -37,12 +37,23 @@ class Confinement:
         self.ttl = ttl
         self._lock = threading.Lock()
         self._components: dict[str, tuple[float, bool]] = {}
+        self._folders: dict[str, tuple[float, bool]] = {}
 
     def folder(self, path: str) -> bool:
         """Whether ``path`` (a folder under the prefix) resolves inside the prefix."""
         if self.prefix is None:
             return True
-        path = os.path.abspath(path)
+        now = time.monotonic()
+        cached = self._folders.get(path)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        ok = self._walk(os.path.abspath(path))
+        with self._lock:
+            self._folders[path] = (now, ok)
+        return ok
+
+    def _walk(self, path: str) -> bool:
+        assert self.prefix is not None
         if not _within(path, self.prefix):
             return False
         rel = os.path.relpath(path, self.prefix)

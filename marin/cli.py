@@ -115,8 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     fit.set_defaults(handler=_scaling_fit)
     dash = sub.add_parser("dashboard", help="a read-only web page over a prefix: experiments, "
                           "step graphs, training curves, studies")
-    dash.add_argument("--prefix", help="the executor prefix (default: $MARIN_PREFIX)")
-    dash.add_argument("--port", type=int, default=8050, help="TCP port (default 8050)")
+    dash.add_argument("--prefix", help="the executor prefix (default: $MARIN_PREFIX, else "
+                      "./local_store, as the executor)")
+    dash.add_argument("--port", type=_dashboard_port, default=8050,
+                      help="TCP port, 0 for any free one (default 8050)")
     dash.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; any "
                       "other needs a token)")
     dash.add_argument("--token", help="secret for requests (default: $MARIN_DASHBOARD_TOKEN, "
@@ -146,6 +148,12 @@ def _parser() -> argparse.ArgumentParser:
 
     add_service_parsers(sub)  # services, logs, kv, status
     return parser
+
+
+def _dashboard_port(text: str) -> int:
+    from marin.dashboard.server import port_number
+
+    return port_number(text)
 
 
 def _dashboard(args: argparse.Namespace, extra: list[str]) -> int:

@@ -1,5 +1,6 @@
 """Helpers for the dashboard tests: a real uvicorn server on loopback in a thread, headless
-Chromium through Playwright, and independent readings of the executor's files."""
+Chromium through Playwright, GET without following redirects, steps that write given files,
+and independent readings of the executor's files."""
 
 from __future__ import annotations
 
@@ -8,12 +9,56 @@ import os
 import shutil
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from marin.execution import Executor, ExecutorStep, this_output_path
 from tests.servers import free_port
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
+    """Status, body and headers of a GET (redirects are returned, not followed)."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with opener.open(request, timeout=60) as response:
+            return response.status, response.read().decode(), dict(response.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
+@dataclass(frozen=True)
+class FilesConfig:
+    """Files to write into the step's output: (relative path, text) pairs."""
+
+    files: tuple[tuple[str, str], ...]
+    output_path: str = this_output_path()
+
+
+def write_files(config: FilesConfig) -> None:
+    for rel, text in config.files:
+        path = Path(config.output_path) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def run_file_steps(prefix: Path, steps: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Run one step per name, each writing its files, under ``prefix``; their keys."""
+    planned = [ExecutorStep(name, write_files, FilesConfig(tuple(files.items())))
+               for name, files in steps.items()]
+    result = Executor(str(prefix), max_concurrent=1).run(planned)
+    assert result.ok
+    return {s.name: s.key for s in result.steps}
 
 
 @contextmanager

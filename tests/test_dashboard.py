@@ -8,8 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from marin.dashboard.layout import layout_graph
 from marin.execution import Executor, ExecutorStep, output_path_of, this_output_path
 from marin.execution.invocations import experiment_of
 from tests.conftest import ROOT, snapshot
-from tests.dashboard_support import invocation_records, running_dashboard, status_of
+from tests.dashboard_support import get, invocation_records, running_dashboard, status_of
 from tests.servers import free_port
 
 
@@ -55,20 +53,6 @@ def pipeline(fail: bool = True) -> list[ExecutorStep]:
                                                              fail=fail))
     after = ExecutorStep("count/after", count_words, CountConfig(words=output_path_of(bad)))
     return [words, ok, bad, after]
-
-
-def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None
-
-    opener = urllib.request.build_opener(NoRedirect)
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with opener.open(request, timeout=60) as response:
-            return response.status, response.read().decode(), dict(response.headers)
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(), dict(e.headers)
 
 
 @pytest.fixture

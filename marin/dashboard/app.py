@@ -8,6 +8,13 @@ Pages render on the server (Jinja2); a little JavaScript polls the JSON routes u
 plotly package. Every storage read runs in a worker thread under ``read_timeout``, so an
 unreachable bucket gives a page that says so instead of a hung request; any error becomes a
 page with one line of explanation, never a traceback.
+
+Design note: files of step outputs are data, not pages of this site. ``/file`` serves them
+with ``nosniff`` under a content-security policy whose ``sandbox`` gives them an opaque
+origin and which runs no script, except plot pages (``.html``), whose scripts run in that
+sandbox (no cookie, no access to the dashboard's pages). An SVG is served as a download:
+shown, it could script the dashboard's origin, so pages show it only through ``<img>``,
+which never runs its scripts.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -37,6 +44,7 @@ from starlette.templating import Jinja2Templates
 
 from marin.dashboard import pages
 from marin.dashboard.config import DashboardConfig
+from marin.dashboard.formatting import fmt_num, fmt_seconds, fmt_time
 from marin.dashboard.reader import DashboardError, PrefixReader
 
 logger = logging.getLogger("marin.dashboard")
@@ -44,6 +52,15 @@ logger = logging.getLogger("marin.dashboard")
 HERE = Path(__file__).resolve().parent
 TOKEN_COOKIE = "marin_dashboard_token"
 T = TypeVar("T")
+#: The policy of every file served from a step output: an opaque origin, no script.
+FILE_POLICY = ("sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; "
+               "form-action 'none'; base-uri 'none'")
+#: Plot pages run their scripts, inside the sandbox, with plotly.js from this site only.
+PLOT_POLICY = ("sandbox allow-scripts; default-src 'none'; script-src 'self' 'unsafe-inline' "
+               "'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+               "font-src 'self' data:; connect-src 'none'; form-action 'none'; "
+               "base-uri 'none'")
+_DOWNLOADS = ("application/octet-stream", "image/svg+xml")
 
 
 def plotly_js_path() -> Path:
@@ -71,7 +88,9 @@ def create_app(config: DashboardConfig, reader: PrefixReader | None = None) -> S
         Route("/static/plotly.min.js", lambda request: FileResponse(plotly_js_path())),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    # DashboardError has a handler of its own: the catch-all one also logs a traceback.
     app = Starlette(routes=routes, exception_handlers={Exception: dash.error_page,
+                                                       DashboardError: dash.error_page,
                                                        HTTPException: dash.http_error})
     app.add_middleware(_TokenMiddleware, token=config.token)
     return app
@@ -82,10 +101,11 @@ class _Dashboard:
         self.config = config
         self.reader = reader
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.globals.update(prefix=reader.prefix, fmt_time=pages.fmt_time,
-                                          fmt_seconds=pages.fmt_seconds,
-                                          fmt_num=pages.fmt_num, poll=config.poll_seconds,
+        self.templates.env.globals.update(prefix=reader.prefix, fmt_time=fmt_time,
+                                          fmt_seconds=fmt_seconds,
+                                          fmt_num=fmt_num, poll=config.poll_seconds,
                                           profiling=pages.profiling_available())
+        self.templates.env.filters.update(step_href=step_href, inv_href=inv_href)
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         try:
@@ -129,13 +149,11 @@ class _Dashboard:
         key = request.query_params.get("step", "")
         sub = request.query_params.get("path", "")
         content, media = await self._io(pages.step_file, self.reader, key, sub)
-        headers = {"X-Content-Type-Options": "nosniff"}
-        if media == "text/html":
-            # Plot pages from the bucket run in an opaque origin: no cookie, no API.
-            headers["Content-Security-Policy"] = "sandbox allow-scripts"
-        elif media == "application/octet-stream":
-            name = sub.rpartition("/")[2].replace('"', "")
-            headers["Content-Disposition"] = f'attachment; filename="{name}"'
+        headers = {"X-Content-Type-Options": "nosniff",
+                   "Content-Security-Policy": PLOT_POLICY if media == "text/html"
+                   else FILE_POLICY}
+        if media in _DOWNLOADS:
+            headers["Content-Disposition"] = attachment(sub.rpartition("/")[2])
         return Response(content, media_type=media, headers=headers)
 
     async def runs(self, request: Request) -> Response:
@@ -220,6 +238,34 @@ async def _in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
     return await future
 
 
+def step_href(key: str) -> str:
+    """The address of a step's page (each part of its key percent-encoded)."""
+    return "/steps/" + quote(key, safe="/")
+
+
+def inv_href(invocation_id: str) -> str:
+    return "/experiments/" + quote(invocation_id, safe="")
+
+
+def attachment(name: str) -> str:
+    """A Content-Disposition that downloads ``name``, whatever its characters."""
+    plain = "".join(c if c.isascii() and c.isprintable() and c not in '"\\;' else "_"
+                    for c in name) or "file"
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+def same_site(path: str) -> str:
+    """``path`` as a path of this site: ``//host/x`` and ``/\\host/x`` would leave it."""
+    return "/" + path.lstrip("/\\")
+
+
+def _matches(given: str, token: str) -> bool:
+    """A constant-time comparison of any two strings (``compare_digest`` refuses non-ASCII
+    text, which a request may carry)."""
+    return secrets.compare_digest(given.encode("utf-8", "surrogateescape"),
+                                  token.encode("utf-8", "surrogateescape"))
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
@@ -239,11 +285,11 @@ class _TokenMiddleware:
             return
         request = Request(scope)
         given = request.query_params.get("token")
-        if given is not None and secrets.compare_digest(given, self.token):
+        if given is not None and _matches(given, self.token):
             # Trade the URL's token for a cookie and drop it from the address bar.
             query = urlencode([(k, v) for k, v in request.query_params.multi_items()
                                if k != "token"])
-            target = scope["path"] + (f"?{query}" if query else "")
+            target = same_site(scope["path"]) + (f"?{query}" if query else "")
             response: Response = RedirectResponse(target, status_code=303)
             response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
             await response(scope, receive, send)
@@ -251,7 +297,7 @@ class _TokenMiddleware:
         header = request.headers.get("authorization", "")
         candidates = [request.cookies.get(TOKEN_COOKIE, ""),
                       header[7:] if header.lower().startswith("bearer ") else ""]
-        if any(c and secrets.compare_digest(c, self.token) for c in candidates):
+        if any(c and _matches(c, self.token) for c in candidates):
             await self.app(scope, receive, send)
             return
         response = PlainTextResponse(

@@ -4,24 +4,26 @@ caches and profiles, found by name.
     index = OutputIndex(reader)
     index.files("train/tiny-1a2b3c4d")            # ["metrics.jsonl", "summary.json", ...]
     [key for key, kind in index.kinds(keys).items() if "run" in kind]
-    read_metrics(reader, "train/tiny-1a2b3c4d")    # list of metrics.jsonl records
+    text, cut = read_text_tail(reader, "train/tiny-1a2b3c4d", "train.log")   # its end
 
 A step is a *training run* when its output holds ``metrics.jsonl``, a *study* when it holds
 ``report.md`` or ``fit.json``, a *token cache* when it holds the cache ledger, and has
 *traces* when a ``profile/`` folder holds ``*.xplane.pb`` or ``*.trace.json.gz`` files.
 Listings of finished steps never change and are cached; others are listed again after a few
-seconds.
+seconds. Folders and files that a link leads out of (``PrefixReader.confine``) are not
+listed, and files are read within a byte limit (``marin.dashboard.bounded``).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from marin.dashboard.reader import PrefixReader, StepView, list_many
+from marin.dashboard.bounded import read_head, read_tail
+from marin.dashboard.reader import DashboardError, PrefixReader, StepView, list_many
+from marin.dashboard.records import loads
 from marin.execution.status import attempt_path
 
 LOG_NAMES = (".executor_log",)
@@ -35,6 +37,7 @@ _TRACE_SUFFIXES = (".xplane.pb", ".trace.json.gz", ".trace.json")
 _MAX_FILES = 400
 _LIST_TTL = 5.0
 _CACHE_LEDGER = "ledger.json"
+_JSON_LIMIT = 4 << 20  # bytes of a summary.json or fit.json worth parsing
 
 
 class OutputIndex:
@@ -50,7 +53,10 @@ class OutputIndex:
         now = time.monotonic()
         todo = [s for s in states if s.key not in self._top or (not self._top[s.key][1]
                 and now - self._top[s.key][0] > _LIST_TTL)]
-        listings = list_many(self.reader.storage, [live_folder(s) for s in todo])
+        inside = [s for s in todo if self.reader.confine.folder(live_folder(s))]
+        listings = list_many(self.reader.storage, [live_folder(s) for s in inside])
+        listings += [[] for _ in range(len(todo) - len(inside))]
+        todo = inside + [s for s in todo if s not in inside]
         with self._lock:
             for state, names in zip(todo, listings, strict=True):
                 self._top[state.key] = (now, state.state == "SUCCESS", sorted(names))
@@ -76,8 +82,9 @@ class OutputIndex:
         """Relative paths of the files under a step's output (breadth first, at most
         ``limit``), folders listed again so that nested outputs show."""
         root = self.reader.output_path(key)
+        confine = self.reader.confine
         files: list[str] = []
-        frontier = [""]
+        frontier = [""] if confine.folder(root) else []
         while frontier and len(files) < limit:
             listings = list_many(self.reader.storage,
                                  [f"{root}/{rel}" if rel else root for rel in frontier])
@@ -89,7 +96,7 @@ class OutputIndex:
                         continue
                     if "." in name.lstrip(".") or name in _VISIBLE_DOTFILES:
                         files.append(child)
-                    else:
+                    elif confine.inside(root, child):
                         next_frontier.append(child)
             # A name without a dot may still be a file: it is a file when it lists as empty.
             if next_frontier:
@@ -123,13 +130,15 @@ def is_text(path: str) -> bool:
 
 def read_text_tail(reader: PrefixReader, key: str, sub: str, limit: int = 64_000
                    ) -> tuple[str, bool]:
-    """The last ``limit`` characters of a text file in a step's output, and whether it was
-    cut."""
-    blob = reader.storage.read(f"{reader.output_path(key)}/{sub}")
-    if blob is None:
+    """The last ``limit`` bytes of a text file in a step's output, decoded, and whether it
+    was cut. A file that a link leads out of the step's output reads as a note saying so."""
+    try:
+        part = read_tail(reader.file_url(key, sub), limit)
+    except DashboardError as e:
+        return f"({e})", False
+    if part is None:
         return "", False
-    text = blob.data.decode("utf-8", errors="replace")
-    return (text[-limit:], True) if len(text) > limit else (text, False)
+    return part.data.decode("utf-8", errors="replace"), not part.whole
 
 
 def live_folder(state: StepView) -> str:
@@ -140,41 +149,30 @@ def live_folder(state: StepView) -> str:
     return state.output_path
 
 
-def read_metrics(reader: PrefixReader, keys: Sequence[str],
-                 folders: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """For each run, its ``metrics.jsonl`` records (unparseable lines counted, not fatal),
-    read from ``folders[key]`` where given (a running step's attempt folder)."""
-    folders = folders or {}
-    blobs = reader.storage.read_many(
-        [f"{folders.get(k) or reader.output_path(k)}/metrics.jsonl" for k in keys])
-    out = {}
-    for key, blob in zip(keys, blobs, strict=True):
-        records, bad = [], 0
-        for line in (b"" if blob is None else blob.data).decode("utf-8", "replace").splitlines():
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                bad += 1
-                continue
-            if isinstance(record, dict) and isinstance(record.get("step"), int | float):
-                records.append(record)
-            else:
-                bad += 1
-        out[key] = {"records": records, "bad_lines": bad, "missing": blob is None}
-    return out
-
-
 def read_json_files(reader: PrefixReader, keys: Sequence[str], name: str
                     ) -> dict[str, dict[str, Any] | None]:
-    """``name`` parsed as JSON from each step's output (None where absent or unreadable)."""
-    blobs = reader.storage.read_many([f"{reader.output_path(k)}/{name}" for k in keys])
+    """``name`` parsed as JSON from each step's output (None where absent, unreadable, larger
+    than 4 MB, or a link out of the step's output)."""
+    inside = [k for k in keys if reader.confine.record(reader.output_path(k), name)]
+    blobs = dict(zip(inside, reader.storage.read_many(
+        [f"{reader.output_path(k)}/{name}" for k in inside]), strict=True))
     out: dict[str, dict[str, Any] | None] = {}
-    for key, blob in zip(keys, blobs, strict=True):
-        try:
-            value = None if blob is None else json.loads(blob.data)
-        except ValueError:
-            value = None
-        out[key] = value if isinstance(value, dict) else None
+    for key in keys:
+        blob = blobs.get(key)
+        out[key] = None if blob is None or len(blob.data) > _JSON_LIMIT else _json_object(
+            blob.data)
     return out
+
+
+def read_json_file(reader: PrefixReader, key: str, name: str) -> dict[str, Any] | None:
+    """``read_json_files`` for one file, reading no more than the limit."""
+    part = read_head(reader.file_url(key, name), _JSON_LIMIT + 1)
+    return None if part is None or not part.whole else _json_object(part.data)
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -11,75 +11,34 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
+from marin.dashboard.bounded import read_head
+from marin.dashboard.formatting import fmt_seconds
 from marin.dashboard.layout import NODE_H, NODE_W, layout_graph
+from marin.dashboard.metrics import METRICS, read_curves
 from marin.dashboard.outputs import (
     IMAGE_TYPES,
     OutputIndex,
     is_text,
     live_folder,
     log_files,
+    read_json_file,
     read_json_files,
-    read_metrics,
     read_text_tail,
 )
-from marin.dashboard.reader import (
-    DashboardError,
-    PrefixReader,
-    StepView,
-    safe_subpath,
-    step_key_of,
-)
+from marin.dashboard.reader import DashboardError, PrefixReader, StepView, step_key_of
+from marin.dashboard.records import Invocation, PlannedStep, info_view, valid_time
 
 STATES = ("FAILED", "STOPPED", "CORRUPT", "RUNNING", "CANCELLED", "PENDING", "SUCCESS")
-METRICS = (("loss", "training loss"), ("eval_loss", "eval loss"),
-           ("eval_bpb", "eval bits per byte"), ("learning_rate", "learning rate"),
-           ("tokens_per_s", "tokens / s"), ("mfu", "MFU"))
 GRAPH_LIMIT = 300
 ROW_LIMIT = 500
 RUN_LIMIT = 12
-
-
-# -- formatting (also template globals) ---------------------------------------------------
-
-def fmt_time(epoch: float | None) -> str:
-    if not epoch:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
-
-
-def fmt_num(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    magnitude = abs(value)
-    for size, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if magnitude >= size:
-            return f"{value / size:.3g}{suffix}"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.4g}"
+FILE_LIMIT = 64 << 20  # bytes /file serves; larger files are copied with the storage's tools
 
 
 def profiling_available() -> bool:
@@ -99,13 +58,19 @@ def _index(reader: PrefixReader) -> OutputIndex:
 
 
 def _scope(reader: PrefixReader, exp: str | None
-           ) -> tuple[list[str], dict[str, dict[str, Any]], dict[str, Any] | None]:
+           ) -> tuple[list[str], dict[str, PlannedStep], Invocation | None]:
     """Step keys, plan entries by key, and the invocation record for ``exp`` (all steps
-    under the prefix when ``exp`` is empty or ``all``)."""
+    under the prefix when ``exp`` is empty or ``all``). Planned keys that name no step
+    folder under the prefix are left out (the record's problems say so)."""
     if exp and exp != "all":
         record = reader.invocation(exp)
-        steps = [s for s in record.get("steps", []) if isinstance(s, dict) and "key" in s]
-        return [s["key"] for s in steps], {s["key"]: s for s in steps}, record
+        planned: dict[str, PlannedStep] = {}
+        for step in record.steps:
+            try:
+                planned[step_key_of(step.key)] = step
+            except DashboardError:
+                continue
+        return list(planned), planned, record
     return reader.discover_steps(), {}, None
 
 
@@ -123,24 +88,15 @@ def experiments_page(reader: PrefixReader) -> dict[str, Any]:
     rows = []
     live = {s.key: s.state for s in states}
     for inv in invocations:
-        steps = inv.get("steps", [])
-        current = Counter(live.get(s.get("key"), "PENDING") for s in steps
-                          if isinstance(s, dict))
-        running = current.get("RUNNING", 0)
-        if inv.get("error"):
+        current = Counter(live.get(s.key, "PENDING") for s in inv.steps)
+        if inv.error:
             status = "unreadable"
-        elif inv.get("ended"):
+        elif inv.ended is not None:
             status = "finished"
         else:
-            status = "running" if running else "stopped (no end recorded)"
-        rows.append({"id": inv.get("id"), "experiment": inv.get("experiment", "?"),
-                     "user": inv.get("user"), "host": inv.get("host"),
-                     "git_commit": (inv.get("git_commit") or "")[:10],
-                     "started": inv.get("started"), "ended": inv.get("ended"),
-                     "duration": (inv["ended"] - inv["started"]) if inv.get("ended")
-                     and inv.get("started") else None,
-                     "steps": len(steps), "status": status, "error": inv.get("error"),
-                     "outcomes": inv.get("counts") or {},
+            status = "running" if current.get("RUNNING") else "stopped (no end recorded)"
+        rows.append({"inv": inv, "git_commit": (inv.git_commit or "")[:10],
+                     "status": status,
                      "current": {s: current[s] for s in STATES if current.get(s)}})
     empty = None
     if not invocations and not keys:
@@ -170,7 +126,7 @@ def experiment_page(reader: PrefixReader, inv: str, state: str | None,
         families.setdefault(s.family, Counter())[s.state] += 1
     shown = [s for s in states if not state or s.state == state]
     cut = 0 if show_all else max(0, len(shown) - ROW_LIMIT)
-    title = (record or {}).get("experiment") or "All steps"
+    title = record.experiment if record else "All steps"
     return {"record": record, "inv": inv, "states": shown if show_all else shown[:ROW_LIMIT],
             "cut": cut, "counts": counts, "total": len(states), "problems": problems,
             "graph": graph, "state_filter": state,
@@ -183,7 +139,8 @@ def live_states(reader: PrefixReader, inv: str) -> dict[str, Any]:
     keys, planned, record = _scope(reader, inv)
     states = reader.step_states(keys, planned)
     now = time.time()
-    return {"time": now, "ended": (record or {}).get("ended"), "counts": _counts(states),
+    return {"time": now, "ended": record.ended if record else None,
+            "counts": _counts(states),
             "total": len(states),
             "states": {s.key: [s.state, fmt_seconds(s.duration(now)),
                                (s.error or "").splitlines()[0][:200] if s.error else ""]
@@ -206,38 +163,54 @@ def step_page(reader: PrefixReader, key: str) -> dict[str, Any]:
     for name in log_files(files):
         text, cut = read_text_tail(reader, key, name)
         logs.append({"name": name, "text": text, "cut": cut})
-    config = info.get("config") if info else None
+    view = info_view(info)
     rest = {k: v for k, v in (info or {}).items() if k not in ("config", "version")}
+    problems = [p for p in (status_error, info_error) if p] + list(view.problems if view
+                                                                   else ())
     return {
         "title": key, "key": key, "state": state, "status": status,
-        "status_error": status_error, "info_error": info_error, "info": info,
-        "config_json": json.dumps(config, indent=2, sort_keys=True, default=str)
-        if info else None,
-        "info_json": json.dumps(rest, indent=2, sort_keys=True, default=str),
-        "version_json": json.dumps((info or {}).get("version"), indent=2, sort_keys=True,
-                                   default=str),
+        "problems": problems, "info": view,
+        "status_time": valid_time(status.time) if status else None,
+        "config_json": _pretty(info.get("config")) if info else None,
+        "info_json": _pretty(rest), "version_json": _pretty((info or {}).get("version")),
         "lease": lease, "lease_live": lease is not None and not lease.is_stale(),
         "history": reader.history(key), "files": files, "logs": logs,
         "is_run": "metrics.jsonl" in files,
         "is_study": "report.md" in files or "fit.json" in files,
         "dependencies": state.dependencies,
         "text_files": {f for f in files if is_text(f) or f.endswith((".html", *IMAGE_TYPES))},
+        "images": [f for f in files if f.endswith(tuple(IMAGE_TYPES))][:IMAGE_LIMIT],
     }
 
 
+IMAGE_LIMIT = 24
+
+
+def _pretty(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, sort_keys=True, default=str)
+    except (ValueError, TypeError, RecursionError) as e:  # mixed key types, deep nesting
+        return f"(cannot be shown as JSON: {type(e).__name__})"
+
+
 def step_file(reader: PrefixReader, key: str, sub: str) -> tuple[bytes, str]:
-    key, sub = step_key_of(key), safe_subpath(sub)
-    blob = reader.storage.read(f"{reader.output_path(key)}/{sub}")
-    if blob is None:
+    """A file of a step's output and its media type (at most ``FILE_LIMIT`` bytes)."""
+    url = reader.file_url(key, sub)
+    part = read_head(url, FILE_LIMIT)
+    if part is None:
         raise DashboardError(f"no file {sub} in {key}", status=404)
+    if not part.whole:
+        raise DashboardError(f"{sub} in {key} is {part.size / 1e6:.0f} MB, more than the "
+                             f"{FILE_LIMIT >> 20} MB the dashboard serves: copy it from "
+                             f"{url} instead", status=413)
     suffix = "." + sub.rpartition(".")[2].lower() if "." in sub else ""
     if suffix in (".html", ".htm"):
-        return _local_plotly(blob.data), "text/html"
+        return _local_plotly(part.data), "text/html"
     if suffix in IMAGE_TYPES:
-        return blob.data, IMAGE_TYPES[suffix]
+        return part.data, IMAGE_TYPES[suffix]
     if is_text(sub):
-        return blob.data, "text/plain; charset=utf-8"
-    return blob.data, "application/octet-stream"
+        return part.data, "text/plain; charset=utf-8"
+    return part.data, "application/octet-stream"
 
 
 def _local_plotly(page: bytes) -> bytes:
@@ -256,38 +229,58 @@ def runs_page(reader: PrefixReader, exp: str | None, selected: list[str]) -> dic
     states = reader.step_states(keys, planned, with_info=False)
     kinds = _index(reader).kinds(states)
     runs = [s for s in states if "run" in kinds.get(s.key, ())]
-    run_keys = [s.key for s in runs]
-    chosen = [k for k in selected if k in set(run_keys)] or run_keys[:RUN_LIMIT]
-    summaries = read_json_files(reader, run_keys, "summary.json")
-    infos = {k: reader.info(k)[0] for k in chosen}
+    run_keys = {s.key for s in runs}
+    wanted = list(dict.fromkeys(k for k in selected if k in run_keys))
+    chosen = wanted[:RUN_LIMIT] or [s.key for s in runs[:RUN_LIMIT]]
+    # The table lists ROW_LIMIT runs, the chosen ones always among them.
+    listed = [s for s in runs if s.key in chosen] + \
+        [s for s in runs if s.key not in chosen][:max(0, ROW_LIMIT - len(chosen))]
+    listed.sort(key=runs.index)
+    summaries = read_json_files(reader, [s.key for s in listed], "summary.json")
+    infos = {k: info_config(reader, k) for k in chosen}
     metrics = metrics_json(reader, chosen, {s.key: s for s in runs})
     groups: dict[str, list[StepView]] = {}
-    for s in runs:
+    for s in listed:
         groups.setdefault(s.family, []).append(s)
     return {"title": "Training runs", "exp": exp or "", "record": record, "groups": groups,
             "summaries": summaries, "chosen": chosen, "metrics": metrics,
-            "metric_names": METRICS, "infos": infos, "scope_total": len(keys)}
+            "metric_names": METRICS, "infos": infos, "scope_total": len(keys),
+            "unlisted": len(runs) - len(listed), "unchosen": len(wanted) - len(chosen),
+            "run_limit": RUN_LIMIT}
+
+
+def info_config(reader: PrefixReader, key: str) -> dict[str, Any]:
+    """A step's config from its info (empty when it has none, or it is no JSON object)."""
+    config = (reader.info(key)[0] or {}).get("config")
+    return config if isinstance(config, dict) else {}
 
 
 def metrics_json(reader: PrefixReader, keys: list[str],
                  known_states: dict[str, StepView] | None = None) -> dict[str, Any]:
-    keys = [step_key_of(k) for k in keys]
+    """The curves of up to ``RUN_LIMIT`` runs, each read within ``metrics.BUDGET``."""
+    keys = list(dict.fromkeys(step_key_of(k) for k in keys))
+    if len(keys) > RUN_LIMIT:
+        raise DashboardError(f"{len(keys)} runs asked for: the charts show at most "
+                             f"{RUN_LIMIT} at once; pick fewer", status=400)
     known = known_states or {s.key: s for s in reader.step_states(keys, with_info=False)}
-    states = {key: state.state for key, state in known.items()}
-    folders = {key: live_folder(state) for key, state in known.items()}
     out: dict[str, Any] = {}
-    for key, data in read_metrics(reader, keys, folders).items():
-        records = data["records"]
-        series = {}
-        for name, _ in METRICS:
-            points = [(r["step"], r[name]) for r in records
-                      if isinstance(r.get(name), int | float) and math.isfinite(r[name])]
-            series[name] = [[p[0] for p in points], [p[1] for p in points]]
-        last = next((r for r in reversed(records) if "loss" in r), {})
-        out[key] = {"state": states.get(key, "PENDING"), "series": series,
-                    "records": len(records), "bad_lines": data["bad_lines"],
-                    "missing": data["missing"], "last": last}
+    for key in keys:
+        state = known.get(key)
+        curves = read_curves(_metrics_url(reader, key, state))
+        out[key] = {"state": state.state if state else "PENDING", **curves.to_json()}
     return {"time": time.time(), "runs": out}
+
+
+def _metrics_url(reader: PrefixReader, key: str, state: StepView | None) -> str | None:
+    """Where a run's metrics are now (a running step's are in its attempt folder), or None
+    when that path is no file of the step's output."""
+    output = reader.output_path(key)
+    folder = live_folder(state) if state else output
+    try:
+        return reader.file_url(key, f"{folder[len(output) + 1:]}/metrics.jsonl"
+                               if folder != output else "metrics.jsonl")
+    except DashboardError:
+        return None
 
 
 # -- studies, caches, traces -------------------------------------------------------------
@@ -317,11 +310,11 @@ def study_page(reader: PrefixReader, key: str) -> dict[str, Any]:
     if "report.md" in files:
         text, _ = read_text_tail(reader, key, "report.md", limit=2_000_000)
         report = render_markdown(text, key)
-    fit = read_json_files(reader, [key], "fit.json")[key]
+    fit = read_json_file(reader, key, "fit.json")
     [state] = reader.step_states([key], with_info=False)
     return {"title": key, "key": key, "state": state, "report": report,
             "plots": [f for f in files if f.endswith(".html")],
-            "fit_json": json.dumps(fit, indent=2, sort_keys=True) if fit else None,
+            "fit_json": _pretty(fit) if fit else None,
             "files": files}
 
 

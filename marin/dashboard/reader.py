@@ -2,28 +2,41 @@
 
     reader = PrefixReader("gs://bucket/experiments")
     for inv in reader.invocations():            # executor invocations, newest first
-        print(inv["experiment"], inv["started"])
+        print(inv.experiment, inv.started)      # typed records (marin.dashboard.records)
     steps = reader.step_states(reader.discover_steps())   # a StepView per output folder
+    url = reader.file_url("train/tiny-1a2b3c4d", "train.log")   # a file inside a step
 
 Reads are batched (``read_many``) and never write. Records that do not change once written
 (an ended invocation, the info of a step whose status did not move) are cached in memory;
-statuses and leases are read fresh on every call, which is what live updates poll.
+statuses and leases are read fresh on every call, which is what live updates poll. On a
+local prefix nothing is read through a link that leads out of the prefix (a step folder)
+or out of its step folder (a file): see ``marin.dashboard.confine``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from marin.dashboard.confine import Confinement
+from marin.dashboard.records import (
+    Invocation,
+    PlannedStep,
+    StepView,
+    decode_invocation,
+    info_view,
+    status_fields,
+)
 from marin.execution.invocations import invocations_folder
 from marin.execution.lease import LeaseRecord
-from marin.execution.states import STORED_STATUSES, StepState
+from marin.execution.states import StepState
 from marin.execution.status import (
+    INFO_FILE,
+    LEASE_FILE,
+    STATUS_FILE,
     CorruptRecordError,
     StatusRecord,
     decode_info,
@@ -36,6 +49,8 @@ from marin.storage import Storage, get_storage
 _RAN = frozenset(state.value for state in StepState if state.ran)  # outcomes of an attempt
 _STEP_FOLDER = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
 _MAX_DEPTH = 8
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MAX_KEY, _MAX_NAME = 1024, 255  # what file systems allow in a path and in one name
 # Names that are surely files, so discovery does not list them as folders.
 _FILE_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".csv", ".html", ".png", ".pb",
                   ".gz", ".parquet", ".zst", ".py", ".yaml", ".npz", ".bin", ".tmp")
@@ -48,59 +63,6 @@ class DashboardError(Exception):
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
         self.status = status
-
-
-@dataclass
-class StepView:
-    """One step as the pages show it, read from its status, lease and info records (the
-    executor's own states are ``marin.execution.states.StepState``).
-
-    ``state`` is one of SUCCESS, FAILED, RUNNING, STOPPED (RUNNING with a stale or missing
-    lease: its executor died), CANCELLED, PENDING (no status yet) and CORRUPT (an unreadable
-    status file, explained in ``error``).
-    """
-
-    key: str
-    output_path: str
-    state: str = "PENDING"
-    error: str | None = None
-    started: float | None = None
-    updated: float | None = None
-    host: str = ""
-    run_id: str = ""
-    owner: str | None = None
-    dependencies: list[str] = field(default_factory=list)
-    reason: str | None = None
-    action: str | None = None
-    description: str | None = None
-    info_error: str | None = None
-    recorded_seconds: float | None = None
-
-    @property
-    def name(self) -> str:
-        return self.key[:-9]
-
-    @property
-    def family(self) -> str:
-        return self.name.rpartition("/")[0] or "(top level)"
-
-    def duration(self, now: float | None = None) -> float | None:
-        if self.recorded_seconds is not None:
-            return self.recorded_seconds
-        if self.started is None:
-            return None
-        if self.state in ("RUNNING",):
-            return max(0.0, (now or time.time()) - self.started)
-        if self.updated is not None and self.updated >= self.started:
-            return self.updated - self.started
-        return None
-
-    def to_json(self) -> dict[str, Any]:
-        duration = self.duration()
-        return {"key": self.key, "state": self.state, "error": self.error,
-                "started": self.started, "updated": self.updated,
-                "duration": None if duration is None else round(duration, 1),
-                "host": self.host, "owner": self.owner}
 
 
 def normalize_prefix(prefix: str) -> str:
@@ -123,8 +85,9 @@ def normalize_prefix(prefix: str) -> str:
 def step_key_of(key: str) -> str:
     """``key`` if it names a step output under the prefix, else a DashboardError (404)."""
     parts = key.split("/")
-    if not _STEP_FOLDER.match(parts[-1]) or any(p in ("", ".", "..") for p in parts) \
-            or key.startswith("."):
+    if len(key) > _MAX_KEY or any(len(p) > _MAX_NAME for p in parts) \
+            or not _STEP_FOLDER.match(parts[-1]) or any(p in ("", ".", "..") for p in parts) \
+            or key.startswith(".") or "\\" in key or _CONTROL.search(key):
         raise DashboardError(f"{key!r} is not a step: step keys look like "
                              "'train/tiny-1a2b3c4d'", status=404)
     return key
@@ -133,7 +96,8 @@ def step_key_of(key: str) -> str:
 def safe_subpath(sub: str) -> str:
     """A relative path inside a step's output, or a DashboardError (no '..', no root)."""
     parts = [p for p in sub.split("/") if p]
-    if not parts or any(p in (".", "..") for p in parts) or "\\" in sub:
+    if not parts or any(p in (".", "..") or len(p) > _MAX_NAME for p in parts) \
+            or "\\" in sub or _CONTROL.search(sub) or len(sub) > _MAX_KEY:
         raise DashboardError(f"{sub!r} is not a file inside a step's output", status=404)
     return "/".join(parts)
 
@@ -146,9 +110,10 @@ class PrefixReader:
         self.prefix = normalize_prefix(prefix)
         self.storage = storage or get_storage(self.prefix)
         self.discover_ttl = discover_ttl
+        self.confine = Confinement(self.prefix)
         self._lock = threading.Lock()
-        self._ended: dict[str, dict[str, Any]] = {}
-        self._infos: dict[str, tuple[str, dict[str, Any] | None, str | None]] = {}
+        self._ended: dict[str, Invocation] = {}
+        self._infos: dict[str, tuple[str, Any, str | None]] = {}
         self._statuses: dict[str, tuple[bytes | None, dict[str, Any]]] = {}
         self._discovered: tuple[float, list[str]] | None = None
 
@@ -157,9 +122,22 @@ class PrefixReader:
     def output_path(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix != "/" else f"/{key}"
 
+    def file_url(self, key: str, sub: str) -> str:
+        """The URL of file ``sub`` of step ``key``; a DashboardError (404) for a bad key or
+        path, or one that leads out of the step's output through a link."""
+        key, sub = step_key_of(key), safe_subpath(sub)
+        folder = self.output_path(key)
+        if not self.confine.inside(folder, sub):
+            raise DashboardError(f"{key}/{sub} links outside the step's output; the "
+                                 "dashboard does not follow it", status=404)
+        return f"{folder}/{sub}"
+
+    def _record_inside(self, key: str, name: str) -> bool:
+        return self.confine.record(self.output_path(key), name)
+
     # -- invocations -------------------------------------------------------------------
 
-    def invocations(self) -> list[dict[str, Any]]:
+    def invocations(self) -> list[Invocation]:
         """Every recorded invocation (newest first); unreadable records are listed with
         their ``error``."""
         folder = invocations_folder(self.prefix)
@@ -167,10 +145,10 @@ class PrefixReader:
                        reverse=True)
         todo = [n for n in names if n not in self._ended]
         blobs = self.storage.read_many([f"{folder}/{n}" for n in todo])
-        fresh: dict[str, dict[str, Any]] = {}
+        fresh: dict[str, Invocation] = {}
         for name, blob in zip(todo, blobs, strict=True):
-            record = _decode_invocation(name, None if blob is None else blob.data)
-            if record.get("ended") or (record.get("error") and blob is not None):
+            record = decode_invocation(name, None if blob is None else blob.data)
+            if record.ended is not None or (record.error and blob is not None):
                 with self._lock:
                     self._ended[name] = record
             else:
@@ -178,8 +156,8 @@ class PrefixReader:
         return [self._ended.get(n) or fresh[n] for n in names
                 if n in self._ended or n in fresh]
 
-    def invocation(self, invocation_id: str) -> dict[str, Any]:
-        if not re.fullmatch(r"[0-9A-Za-z_.-]+", invocation_id):
+    def invocation(self, invocation_id: str) -> Invocation:
+        if not re.fullmatch(r"[0-9A-Za-z_.-]{1,200}", invocation_id):
             raise DashboardError(f"no invocation {invocation_id!r}", status=404)
         name = f"{invocation_id}.json"
         record = self._ended.get(name)
@@ -189,10 +167,10 @@ class PrefixReader:
                 raise DashboardError(f"no invocation {invocation_id!r} under {self.prefix} "
                                      "(see the experiments page for those recorded)",
                                      status=404)
-            record = _decode_invocation(name, blob.data)
-        if record.get("error"):
-            raise DashboardError(record["error"], status=422)
-        if record.get("ended"):
+            record = decode_invocation(name, blob.data)
+        if record.error:
+            raise DashboardError(record.error, status=422)
+        if record.ended is not None:
             with self._lock:
                 self._ended[name] = record
         return record
@@ -216,6 +194,8 @@ class PrefixReader:
                     if name.startswith(".") or name.startswith("_"):
                         continue
                     child = f"{rel}/{name}" if rel else name
+                    if not self.confine.folder(self._join(child)):
+                        continue  # a link out of the prefix
                     if _STEP_FOLDER.match(name):
                         keys.append(child)
                     elif not name.endswith(_FILE_SUFFIXES):
@@ -228,7 +208,7 @@ class PrefixReader:
     def _join(self, rel: str) -> str:
         return self.output_path(rel) if rel else self.prefix
 
-    def step_states(self, keys: Sequence[str], planned: dict[str, dict[str, Any]] | None = None,
+    def step_states(self, keys: Sequence[str], planned: dict[str, PlannedStep] | None = None,
                     with_info: bool = True) -> list[StepView]:
         """The current state of each step: statuses and leases read now (a status whose
         bytes did not change is not parsed again), infos read once per run of the step.
@@ -237,17 +217,25 @@ class PrefixReader:
         recorded durations come from the record, and infos are read only for steps that
         ran in it without a recorded duration yet (their start time is in the info)."""
         paths = [self.output_path(k) for k in keys]
-        statuses = self.storage.read_many([status_path(p) for p in paths])
+        inside = [self._record_inside(k, STATUS_FILE) for k in keys]
+        statuses = iter(self.storage.read_many(
+            [status_path(p) for p, ok in zip(paths, inside, strict=True) if ok]))
         states: list[StepView] = []
         running: list[StepView] = []
-        for key, path, blob in zip(keys, paths, statuses, strict=True):
-            state = StepView(key, path, **self._status_fields(key, path, blob))
+        for key, path, ok in zip(keys, paths, inside, strict=True):
+            if not ok:
+                states.append(StepView(key, path, state="CORRUPT", error=_OUTSIDE.format(
+                    path=status_path(path))))
+                continue
+            state = StepView(key, path, **self._status_fields(key, path, next(statuses)))
             states.append(state)
             if state.state == "RUNNING":
                 running.append(state)
-        leases = self.storage.read_many([lease_path(s.output_path) for s in running])
-        for state, blob in zip(running, leases, strict=True):
-            record = None if blob is None or not blob.data else LeaseRecord.decode(blob.data)
+        leases = self.storage.read_many([lease_path(s.output_path) for s in running
+                                         if self._record_inside(s.key, LEASE_FILE)])
+        for state, blob in zip([s for s in running if self._record_inside(s.key, LEASE_FILE)],
+                               leases, strict=True):
+            record = _lease(blob)
             if record is None or record.is_stale():
                 state.state = "STOPPED"
                 state.error = state.error or ("its executor stopped without finishing (no live "
@@ -258,14 +246,12 @@ class PrefixReader:
         for state in states:
             plan = planned.get(state.key)
             if plan:
-                state.reason, state.action = plan.get("reason"), plan.get("action")
-                state.description = plan.get("description")
-                state.dependencies = list(plan.get("dependencies", []))
-                seconds = plan.get("seconds")
-                if isinstance(seconds, int | float) and state.state not in ("RUNNING",
-                                                                             "PENDING") \
-                        and plan.get("outcome") in _RAN:
-                    state.recorded_seconds = float(seconds)
+                state.reason, state.action = plan.reason, plan.action
+                state.description = plan.description
+                state.dependencies = list(plan.dependencies)
+                if plan.seconds is not None and state.state not in ("RUNNING", "PENDING") \
+                        and plan.outcome in _RAN:
+                    state.recorded_seconds = plan.seconds
         if with_info:
             self._attach_infos([s for s in states if s.state != "PENDING" and (
                 not planned or (s.recorded_seconds is None and s.action != "skip"))],
@@ -277,7 +263,7 @@ class PrefixReader:
         cached = self._statuses.get(key)
         if cached is not None and cached[0] == raw:
             return cached[1]
-        fields = _status_fields(path, raw)
+        fields = status_fields(path, raw)
         with self._lock:
             self._statuses[key] = (raw, fields)
         return fields
@@ -285,24 +271,28 @@ class PrefixReader:
     def _attach_infos(self, states: list[StepView], from_plan: bool) -> None:
         stale = [s for s in states
                  if s.key not in self._infos or self._infos[s.key][0] != s.run_id]
-        blobs = self.storage.read_many([info_path(s.output_path) for s in stale])
-        for state, blob in zip(stale, blobs, strict=True):
-            info, error = None, None
-            if blob is not None:
-                try:
-                    info = decode_info(blob.data)
-                except CorruptRecordError as e:
-                    error = f"{info_path(state.output_path)} is unreadable ({e})"
+        readable = [s for s in stale if self._record_inside(s.key, INFO_FILE)]
+        blobs = dict(zip((s.key for s in readable), self.storage.read_many(
+            [info_path(s.output_path) for s in readable]), strict=True))
+        for state in stale:
+            view, error = None, None
+            if state.key not in blobs:
+                error = _OUTSIDE.format(path=info_path(state.output_path))
+            elif blobs[state.key] is not None:
+                info, error = _decode_info(info_path(state.output_path),
+                                           blobs[state.key].data)
+                view = info_view(info, info_path(state.output_path))
+                if view is not None and view.problems:
+                    error = "; ".join(view.problems)
             with self._lock:
-                self._infos[state.key] = (state.run_id, _info_summary(info), error)
+                self._infos[state.key] = (state.run_id, view, error)
         for state in states:
-            _, summary, state.info_error = self._infos[state.key]
-            if summary:
-                state.started = summary.get("created")
+            _, view, state.info_error = self._infos[state.key]
+            if view is not None:
+                state.started = view.created
                 if not from_plan:
-                    state.description = summary.get("description")
-                    state.dependencies = [self.key_of(p)
-                                          for p in summary.get("dependencies", [])]
+                    state.description = view.description
+                    state.dependencies = [self.key_of(p) for p in view.dependencies]
 
     def key_of(self, output_path: str) -> str:
         base = self.prefix + "/"
@@ -313,40 +303,32 @@ class PrefixReader:
     def info(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
         """A step's full ``.executor_info`` (never cached: the step page shows it whole)."""
         path = info_path(self.output_path(key))
+        if not self._record_inside(key, INFO_FILE):
+            return None, _OUTSIDE.format(path=path)
         blob = self.storage.read(path)
-        if blob is None:
-            return None, None
-        try:
-            return decode_info(blob.data), None
-        except CorruptRecordError as e:
-            return None, f"{path} is unreadable ({e})"
+        return (None, None) if blob is None else _decode_info(path, blob.data)
 
     def status_record(self, key: str) -> tuple[StatusRecord | None, str | None]:
         path = status_path(self.output_path(key))
+        if not self._record_inside(key, STATUS_FILE):
+            return None, _OUTSIDE.format(path=path)
         blob = self.storage.read(path)
         if blob is None:
             return None, None
         try:
             return StatusRecord.decode(blob.data), None
-        except CorruptRecordError as e:
+        except (CorruptRecordError, RecursionError) as e:
             return None, f"{path} is unreadable ({e})"
 
     def lease(self, key: str) -> LeaseRecord | None:
-        blob = self.storage.read(lease_path(self.output_path(key)))
-        return None if blob is None or not blob.data else LeaseRecord.decode(blob.data)
+        if not self._record_inside(key, LEASE_FILE):
+            return None
+        return _lease(self.storage.read(lease_path(self.output_path(key))))
 
-    def history(self, key: str) -> list[dict[str, Any]]:
+    def history(self, key: str) -> list[tuple[Invocation, PlannedStep]]:
         """What each recorded invocation planned for the step and how it ended there."""
-        out = []
-        for inv in self.invocations():
-            for step in inv.get("steps", []):
-                if step.get("key") == key:
-                    out.append({"invocation": inv.get("id"), "started": inv.get("started"),
-                                "ended": inv.get("ended"), "user": inv.get("user"),
-                                "host": inv.get("host"), "action": step.get("action"),
-                                "reason": step.get("reason"), "outcome": step.get("outcome"),
-                                "seconds": step.get("seconds"), "error": step.get("error")})
-        return out
+        return [(inv, step) for inv in self.invocations() for step in inv.steps
+                if step.key == key]
 
     def exists(self) -> bool:
         return self.storage.exists(self.prefix)
@@ -363,44 +345,20 @@ def list_many(storage: Storage, paths: Sequence[str]) -> list[list[str]]:
         return list(pool.map(storage.list_dir, paths))
 
 
-def _status_fields(output_path: str, raw: bytes | None) -> dict[str, Any]:
-    """The fields of a StepView from a status file's bytes (``StatusRecord``'s format,
-    read without building the record: this runs for every step on every poll)."""
-    if raw is None:
-        return {"state": "PENDING"}
-    try:
-        data = json.loads(raw)
-        state = data["status"]
-        if state not in STORED_STATUSES:
-            raise ValueError(f"unknown status {state!r}")
-        updated = float(data.get("time") or 0.0) or None
-    except (ValueError, KeyError, TypeError) as e:
-        return {"state": "CORRUPT",
-                "error": f"{status_path(output_path)} is unreadable (not a valid status "
-                         f"record: {e})"}
-    error = data.get("error") if state in ("FAILED", "CANCELLED") else None
-    return {"state": state, "error": None if error is None else str(error),
-            "updated": updated, "host": str(data.get("host", "")),
-            "run_id": str(data.get("run_id", ""))}
+_OUTSIDE = "{path} links outside the prefix; the dashboard does not follow it"
 
 
-def _info_summary(info: dict[str, Any] | None) -> dict[str, Any] | None:
-    if info is None:
+def _lease(blob: Any) -> LeaseRecord | None:
+    if blob is None or not blob.data:
         return None
-    return {"created": info.get("created"), "description": info.get("description"),
-            "dependencies": [d for d in info.get("dependencies", []) if isinstance(d, str)]}
-
-
-def _decode_invocation(name: str, raw: bytes | None) -> dict[str, Any]:
-    invocation_id = name[: -len(".json")]
-    if raw is None:
-        return {"id": invocation_id, "error": f"invocation record {name} vanished"}
     try:
-        record = json.loads(raw)
-        if not isinstance(record, dict) or not isinstance(record.get("steps"), list):
-            raise ValueError("no 'steps' list")
-    except ValueError as e:
-        return {"id": invocation_id, "steps": [],
-                "error": f"invocation record {name} is unreadable ({e})"}
-    record.setdefault("id", invocation_id)
-    return record
+        return LeaseRecord.decode(blob.data)
+    except RecursionError:
+        return None
+
+
+def _decode_info(path: str, raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        return decode_info(raw), None
+    except (CorruptRecordError, RecursionError) as e:
+        return None, f"{path} is unreadable ({e or 'nested too deeply'})"

@@ -2,6 +2,7 @@
 
     serve(DashboardConfig(prefix="gs://bucket/experiments", port=8050))
     # marin dashboard --prefix gs://bucket/experiments --port 8050
+    # marin dashboard        # $MARIN_PREFIX, else ./local_store, as the executor
 
 On loopback (the default) no token is needed. On any other interface the dashboard refuses
 to start without one, unless it makes one: ``MARIN_DASHBOARD_TOKEN``, ``--token``, or a fresh
@@ -23,6 +24,20 @@ class ServeError(Exception):
     """The server cannot start; the message names the setting and the fix."""
 
 
+def port_number(text: str) -> int:
+    """``--port``'s value: a TCP port, 0 to 65535 (0: any free port)."""
+    import argparse
+
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is no TCP port: give 0 to 65535 (0 picks "
+                                         "a free one)")
+    return port
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -42,6 +57,10 @@ def prepare(config: DashboardConfig) -> DashboardConfig:
         get_storage(prefix)
     except (DashboardError, StorageError) as e:
         raise ServeError(str(e)) from None
+    if isinstance(config.port, bool) or not isinstance(config.port, int) \
+            or not 0 <= config.port <= 65535:
+        raise ServeError(f"port {config.port!r} is no TCP port: give 0 to 65535 (0 picks a "
+                         "free one)")
     token = config.token or os.environ.get("MARIN_DASHBOARD_TOKEN") or None
     if token is None and not is_loopback(config.host):
         token = secrets.token_urlsafe(24)
@@ -89,15 +108,14 @@ def serve(config: DashboardConfig, announce=print) -> None:
 
 
 def main(prefix: str | None, host: str, port: int, token: str | None) -> int:
-    """The body of ``marin dashboard``; returns the exit status."""
+    """The body of ``marin dashboard``; returns the exit status. Without ``prefix``, the
+    executor's default prefix ($MARIN_PREFIX, else ./local_store)."""
     from rich.console import Console
 
+    from marin.execution.executor_main import resolve_prefix
+
     err = Console(stderr=True)
-    prefix = prefix or os.environ.get("MARIN_PREFIX")
-    if not prefix:
-        err.print("[bold red]error:[/] marin dashboard needs --prefix (or MARIN_PREFIX): the "
-                  "folder or gs:// / s3:// URL an executor wrote to", highlight=False)
-        return 2
+    prefix = resolve_prefix(prefix)
     try:
         serve(DashboardConfig(prefix=prefix, host=host, port=port, token=token),
               announce=lambda line: print(line, flush=True))

@@ -7,13 +7,16 @@
     kv.list("steps/")                                           # [Item, ...] sorted by key
     kv.delete("steps/exec-1/train")
 
-A put or delete with ``expected_version`` raises ``VersionConflictError`` (carrying the
-current item) when the key has moved on; 0 means the key must not exist yet.
+A key, prefix or text value that has no UTF-8 form raises ``TextError`` (a ValueError)
+before anything is sent. A put or delete with ``expected_version`` raises
+``VersionConflictError`` (carrying the current item) when the key has moved on; 0 means the
+key must not exist yet.
 """
 
 from __future__ import annotations
 
 from marin.services.channel import ServiceChannel
+from marin.services.codec import check_text
 from marin.services.kvstore import Item
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
@@ -42,12 +45,14 @@ class KVClient:
         return cls(url, **options)
 
     def get(self, key: str) -> Item | None:
-        reply = self._channel.call("Get", pb.KVGetRequest(key=key), self.timeout)
+        reply = self._channel.call("Get", pb.KVGetRequest(key=check_text("key", key)),
+                                   self.timeout)
         return _item(reply.item) if reply.found else None
 
     def put(self, key: str, value: bytes | str, expected_version: int | None = None) -> Item:
-        data = value.encode() if isinstance(value, str) else value
-        reply = self._channel.call("Put", pb.KVPutRequest(key=key, value=data,
+        data = check_text("value", value).encode() if isinstance(value, str) else value
+        reply = self._channel.call("Put", pb.KVPutRequest(key=check_text("key", key),
+                                                          value=data,
                                                           expected_version=expected_version),
                                    self.timeout)
         if not reply.ok:
@@ -58,12 +63,13 @@ class KVClient:
     def delete(self, key: str, expected_version: int | None = None) -> bool:
         """True if the key existed and was deleted."""
         reply = self._channel.call("Delete", pb.KVDeleteRequest(
-            key=key, expected_version=expected_version), self.timeout)
+            key=check_text("key", key), expected_version=expected_version), self.timeout)
         if not reply.ok and expected_version is not None:
             raise VersionConflictError(key, expected_version, self.get(key))
         return reply.ok
 
     def list(self, prefix: str = "", limit: int = 10_000) -> list[Item]:
+        check_text("prefix", prefix)
         items: list[Item] = []
         start_after = ""
         while len(items) < limit:

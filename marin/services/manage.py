@@ -7,6 +7,12 @@
 Each service runs ``python -m marin.services.server KIND``, detached from the caller (its
 own session), writing its output to ``DATA/KIND.log``. ``up`` returns once every service
 has registered and answered a call.
+
+Design note: these commands call each service at the address of its endpoint record, never
+through the resolver's per-URL cache: after a crash the record names a dead address until
+the restarted service overwrites it, and a cached dead address would hide the new one.
+A stopped service whose parent has gone is a zombie until init reaps it (a second, on some
+machines); ``down`` counts it as stopped, and stops all services at once.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from marin.services.channel import ServiceChannel, ServiceError
+import grpc
+
 from marin.services.endpoints import Endpoint, EndpointRegistry, clusters_root, state_dir
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
@@ -54,7 +61,7 @@ def up(cluster: str = "marin", host: str = "127.0.0.1", data: str | None = None,
     report = []
     for kind in ENDPOINTS:
         current = registry.lookup(ENDPOINTS[kind])
-        if current is not None and _info(cluster, kind, root) is not None:
+        if current is not None and _info(registry, kind, current) is not None:
             report.append({"service": kind, "address": current.address, "pid": current.pid,
                            "state": "already running"})
             continue
@@ -67,7 +74,7 @@ def up(cluster: str = "marin", host: str = "127.0.0.1", data: str | None = None,
                                              stdin=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + timeout
     for kind, proc in started.items():
-        endpoint = _wait_registered(registry, kind, proc, cluster, root, deadline,
+        endpoint = _wait_registered(registry, kind, proc, deadline,
                                     os.path.join(data, f"{kind}.log"))
         report.append({"service": kind, "address": endpoint.address, "pid": proc.pid,
                        "state": "started"})
@@ -75,26 +82,30 @@ def up(cluster: str = "marin", host: str = "127.0.0.1", data: str | None = None,
 
 
 def _wait_registered(registry: EndpointRegistry, kind: str, proc: subprocess.Popen,
-                     cluster: str, root: str | None, deadline: float, log: str) -> Endpoint:
+                     deadline: float, log: str) -> Endpoint:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = Path(log).read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
             raise ServicesError(f"the {kind} service exited with code {proc.returncode}: "
                                 f"{tail[0]} (full output in {log})")
         found = registry.lookup(ENDPOINTS[kind])
-        if found is not None and found.pid == proc.pid and _info(cluster, kind, root):
+        if found is not None and found.pid == proc.pid and _info(registry, kind, found):
             return found
         time.sleep(0.05)
     proc.kill()
     raise ServicesError(f"the {kind} service did not register within the timeout; see {log}")
 
 
-def _info(cluster: str, kind: str, root: str | None, timeout: float = 2.0
+def _info(registry: EndpointRegistry, kind: str, endpoint: Endpoint, timeout: float = 2.0
           ) -> pb.InfoResponse | None:
-    channel = ServiceChannel(service_url(cluster, kind, root), _STUBS[kind])
+    """The service's Info at the record's address, or None when nothing answers there."""
+    token = registry.read_token()
+    metadata = (("authorization", f"Bearer {token}"),) if token else None
+    channel = grpc.insecure_channel(endpoint.address)
     try:
-        return channel.call("Info", pb.InfoRequest(), timeout=timeout, attempts=1)
-    except ServiceError:
+        return _STUBS[kind](channel).Info(pb.InfoRequest(), timeout=timeout,
+                                          metadata=metadata)
+    except grpc.RpcError:
         return None
     finally:
         channel.close()
@@ -104,13 +115,7 @@ def _pid_alive(endpoint: Endpoint) -> bool | None:
     """Whether the process lives (None when it runs on another machine)."""
     if endpoint.host != socket.gethostname():
         return None
-    try:
-        os.kill(endpoint.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return _exists(endpoint.pid)
 
 
 def status(cluster: str = "marin", root: str | None = None) -> list[dict]:
@@ -118,7 +123,7 @@ def status(cluster: str = "marin", root: str | None = None) -> list[dict]:
     rows = []
     for endpoint in registry.all():
         kind = next((k for k, v in ENDPOINTS.items() if v == endpoint.name), None)
-        info = _info(cluster, kind, root) if kind else None
+        info = _info(registry, kind, endpoint) if kind else None
         rows.append({"service": kind or endpoint.name, "endpoint": endpoint.name,
                      "address": endpoint.address, "pid": endpoint.pid, "host": endpoint.host,
                      "state": "up" if info else ("down" if _pid_alive(endpoint) is False
@@ -132,36 +137,46 @@ def status(cluster: str = "marin", root: str | None = None) -> list[dict]:
 
 def down(cluster: str = "marin", root: str | None = None, grace: float = 10.0) -> list[dict]:
     registry = EndpointRegistry.for_cluster(cluster, root)
-    report = []
-    for endpoint in registry.all():
+    endpoints = registry.all()
+    states: dict[int, str] = {}
+    for endpoint in endpoints:  # all signalled first: they stop in parallel
         alive = _pid_alive(endpoint)
-        if alive is None:
-            report.append({"endpoint": endpoint.name, "pid": endpoint.pid,
-                           "state": f"left running (on {endpoint.host})"})
-            continue
-        state = "not running"
-        if alive:
-            state = _stop(endpoint.pid, grace)
-        registry.unregister(endpoint.name, pid=endpoint.pid)
+        states[id(endpoint)] = (f"left running (on {endpoint.host})" if alive is None else
+                                _terminate(endpoint.pid) if alive else "not running")
+    deadline = time.monotonic() + grace
+    report = []
+    for endpoint in endpoints:
+        state = states[id(endpoint)]
+        if state == "stopping":
+            state = _wait_gone(endpoint.pid, deadline)
+        if not state.startswith("left running"):
+            registry.unregister(endpoint.name, pid=endpoint.pid)
         report.append({"endpoint": endpoint.name, "pid": endpoint.pid, "state": state})
     return report
 
 
-def _stop(pid: int, grace: float) -> str:
+def _terminate(pid: int) -> str:
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return "not running"
-    deadline = time.monotonic() + grace
+    return "stopping"
+
+
+def _wait_gone(pid: int, deadline: float) -> str:
     while time.monotonic() < deadline:
         if not _exists(pid):
             return "stopped"
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "stopped"
     return "killed"
 
 
 def _exists(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, exited but not yet reaped, is not)."""
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)  # our own child: reap it
         if waited == pid:
@@ -172,4 +187,10 @@ def _exists(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):  # no /proc (macOS), or gone meanwhile
+        return True

@@ -281,3 +281,77 @@ def test_a_stopped_service_waiting_to_be_reaped_counts_as_stopped(tmp_path: Path
         parent.kill()
         parent.wait()
         parent.stdout.close()
+
+
+def test_bad_command_line_input_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, capsys):
+    from marin.cli import main
+
+    clusters = tmp_path / "clusters"
+    monkeypatch.setenv("MARIN_STATE_DIR", str(tmp_path / "state"))
+    with ServiceProcess("logger", tmp_path / "logs", clusters) as logger, \
+            ServiceProcess("kv", tmp_path / "kv", clusters) as kv:
+        cases = [
+            (["logs", "query", "--url", logger.url, "--limit", "0"], "--limit/-n 0"),
+            (["logs", "query", "--url", logger.url, "--limit", str(2**40)], f"limit {2**40}"),
+            (["logs", "query", "--url", logger.url, "--step", str(2**64)], f"step {2**64}"),
+            (["logs", "tail", "--url", logger.url, "--level", "loud"], "level 'loud'"),
+            (["logs", "tail", "--url", logger.url, "--since", "nan"], "'nan'"),
+            (["logs", "tail", "--url", logger.url, "--until", "1e400"], "'1e400'"),
+            (["kv", "put", "--url", kv.url, "k", "v", "--expected-version", str(2**64)],
+             f"expected_version {2**64}"),
+            (["services", "up", "--cluster", "c", "--logger-port", "99999"],
+             "--logger-port 99999"),
+            (["services", "up", "--cluster", "c", "--data", str(ROOT / "pyproject.toml")],
+             "--data"),
+            (["services", "up", "--cluster", "c", "--clusters", "/proc/no/such"],
+             "cannot register the logger endpoint in /proc/no/such/c"),
+            # the logger's port is taken, the KV service starts: `up` must stop it again
+            (["services", "up", "--cluster", "c", "--logger-port", logger.address.split(":")[1]],
+             f"cannot listen on {logger.address}"),
+            (["services", "serve", "kv", "--data", "/proc/no/such"], "--data /proc/no/such"),
+            (["services", "serve", "kv", "--data", str(tmp_path / "x"), "--port", "70000"],
+             "--port 70000"),
+        ]
+        for args, message in cases:  # in this process: an exception fails the test
+            code = main(args)
+            err = capsys.readouterr().err
+            assert code == 2 and message in err, (args, err)
+            assert len(err.strip().splitlines()) == 1, (args, err)
+        # A failed `up` leaves nothing behind: no record, no process.
+        main(["services", "status", "--cluster", "c", "--json"])
+        assert capsys.readouterr().out.strip() == "[]"
+
+
+def test_odd_records_and_values_are_shown_not_fatal(tmp_path: Path):
+    clusters = tmp_path / "clusters"
+    env = {**os.environ, "MARIN_CLUSTERS": str(clusters)}
+    with ServiceProcess("logger", tmp_path / "logs", clusters) as logger, \
+            ServiceProcess("kv", tmp_path / "kv", clusters) as kv_svc:
+        with LogClient.connect(logger.url) as log:
+            log.push_batch([{"msg": "red \x1b[31mtext\x1b[0m \u202eevil\rover", "run": "r\x1b"}])
+        tail = run_marin(env, "logs", "tail", "--url", logger.url, "--run", "r\x1b").stdout
+        assert "\x1b" not in tail and "\u202e" not in tail and "\r" not in tail
+        assert "red \\x1b[31mtext\\x1b[0m \\u202eevil\\x0dover" in tail
+        with KVClient.connect(kv_svc.url) as kv:
+            kv.put("steps/e/a", "5")
+            kv.put("steps/e/b", "[" * 100_000)
+            kv.put("steps/e/c", json.dumps({"step": "c", "state": "succeeded", "updated": 1e999,
+                                            "host": "[/]"}))
+            kv.put("m/[/]", "[bold]not markup[/] \x1b[2J")
+        states = json.loads(run_marin(env, "status", "--url", kv_svc.url, "--json").stdout)
+        assert sorted((s["step"], s["state"]) for s in states) == [
+            ("c", "succeeded"), ("e/a", "unreadable record"), ("e/b", "unreadable record")]
+        table = run_marin(env, "status", "--url", kv_svc.url).stdout
+        assert table.count("unreadable record") == 2 and "[/]:" in table
+        listed = run_marin(env, "kv", "list", "--url", kv_svc.url, "m/").stdout
+        assert "[bold]not markup[/] \\x1b[2J" in listed and "\x1b" not in listed
+        # A corrupted endpoint record reads as none, in one line, until a service replaces it.
+        record = clusters / "t" / "endpoints" / "system" / "logger.json"
+        good = record.read_bytes()
+        for corrupt in (b"[1]", b'{"name": "/system/logger", "address": 5}', b"\xff"):
+            record.write_bytes(corrupt)
+            result = run_marin(env, "logs", "tail", "--cluster", "t", code=1)
+            assert "no endpoint /system/logger registered" in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+        record.write_bytes(good)
+        assert "red" in run_marin(env, "logs", "tail", "--cluster", "t").stdout

@@ -149,7 +149,8 @@ def _services_status(args: argparse.Namespace) -> int:
     rows = manage.status(cluster(args), args.clusters)
     if not rows and not args.json:
         Console().print(f"no services registered for cluster {cluster(args)}; start them "
-                        f"with `marin services up --cluster {cluster(args)}`")
+                        f"with `marin services up --cluster {cluster(args)}`", markup=False,
+                        highlight=False, soft_wrap=True)
         return 1
     print_rows(rows, args.json, ["service", "address", "pid", "host", "state", "uptime_s",
                                   "items", "db_bytes"], f"services of cluster {cluster(args)}")
@@ -257,7 +258,7 @@ def _status(args: argparse.Namespace) -> int:
     if not args.json:
         now = time.time()
         for r in rows:
-            r["age"] = f"{now - r.get('updated', now):.0f}s"
+            r["age"] = f"{now - r['updated']:.0f}s" if r["updated"] else None
             r["where"] = f"{r.get('host')}:{r.get('pid')}"
     print_rows(rows, args.json, ["step", "state", "where", "executor", "age", "output_path"],
                 "steps")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import time
@@ -18,6 +19,9 @@ from datetime import datetime
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from marin.services.logs import visible
 
 __all__ = ["CLUSTER_ENV", "UsageError", "cluster", "cluster_args", "console", "fail",
            "parse_time", "print_rows", "wrap"]
@@ -82,11 +86,12 @@ def print_rows(rows: list[dict], as_json: bool, columns: list[str], title: str) 
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    table = Table(title=title)
+    table = Table(title=Text(visible(title)))
     for c in columns:
         table.add_column(c)
-    for r in rows:
-        table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
+    for r in rows:  # as Text: a value is shown as it is, never read as rich markup
+        table.add_row(*[Text("" if r.get(c) is None else visible(str(r.get(c))))
+                        for c in columns])
     console().print(table)
 
 
@@ -98,9 +103,13 @@ def parse_time(text: str | None, now: float | None = None) -> float | None:
     if m:
         return now - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise UsageError(f"--since/--until {text!r}: use a finite number of epoch seconds")
+        return seconds
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:

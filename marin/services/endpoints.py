@@ -91,6 +91,25 @@ class Endpoint:
     def to_json(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, raw: bytes) -> Endpoint | None:
+        """The record in ``raw``, or None when it is not one (corrupted, or written by
+        something else): a caller treats it as no record, and the next registration
+        replaces it. Fields it does not know are ignored."""
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(value, dict):
+            return None
+        types = {"name": str, "address": str, "pid": int, "host": str, "started": (int, float),
+                 "data": str}
+        if not isinstance(value.get("name"), str) or not isinstance(value.get("address"), str) \
+                or any(k in value and (not isinstance(value[k], t) or isinstance(value[k], bool))
+                       for k, t in types.items()):
+            return None
+        return cls(**{k: value[k] for k in types if k in value})
+
 
 class EndpointRegistry:
     def __init__(self, url: str):
@@ -121,7 +140,7 @@ class EndpointRegistry:
             raw = self.fs.cat_file(self._file(name))
         except FileNotFoundError:
             return None
-        return Endpoint(**json.loads(raw))
+        return Endpoint.from_json(raw)
 
     def unregister(self, name: str, pid: int | None = None) -> None:
         """Remove a record; with ``pid``, only if it is still that process's record."""
@@ -143,9 +162,11 @@ class EndpointRegistry:
         for f in sorted(files):
             if f.endswith(".json"):
                 try:
-                    found.append(Endpoint(**json.loads(self.fs.cat_file(f))))
-                except (FileNotFoundError, ValueError, TypeError):
+                    endpoint = Endpoint.from_json(self.fs.cat_file(f))
+                except FileNotFoundError:
                     continue
+                if endpoint is not None:
+                    found.append(endpoint)
         return found
 
     # The token: generated at `marin services up`, readable only by its owner.

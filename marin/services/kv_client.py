@@ -31,6 +31,12 @@ class VersionConflictError(RuntimeError):
         self.current = current
 
 
+def _check_version(expected: int | None) -> None:
+    if expected is not None and not 0 <= expected < 2**63:
+        raise ValueError(f"expected_version {expected}: versions count from 1 (0: the key "
+                         "must not exist yet)")
+
+
 def _item(msg: pb.KVItem) -> Item:
     return Item(msg.key, msg.value, msg.version, msg.updated)
 
@@ -50,6 +56,7 @@ class KVClient:
         return _item(reply.item) if reply.found else None
 
     def put(self, key: str, value: bytes | str, expected_version: int | None = None) -> Item:
+        _check_version(expected_version)
         data = check_text("value", value).encode() if isinstance(value, str) else value
         reply = self._channel.call("Put", pb.KVPutRequest(key=check_text("key", key),
                                                           value=data,
@@ -62,6 +69,7 @@ class KVClient:
 
     def delete(self, key: str, expected_version: int | None = None) -> bool:
         """True if the key existed and was deleted."""
+        _check_version(expected_version)
         reply = self._channel.call("Delete", pb.KVDeleteRequest(
             key=check_text("key", key), expected_version=expected_version), self.timeout)
         if not reply.ok and expected_version is not None:

@@ -3,7 +3,7 @@
     entries, last_id = query("iris://marin?endpoint=/system/logger", run="r1",
                              min_level="WARNING", grep="nan", limit=100)
     for page, last_id in pages(url, run="r1", limit=100_000): ...   # a page at a time
-    for e in entries: print(format_entry(e))
+    for e in entries: print(format_entry(e))           # control characters as escapes
 
 The service answers a query in pages, each well under gRPC's message cap: ``pages`` asks
 for the next one (after the last id received) until the limit is reached or no match is
@@ -19,10 +19,11 @@ from typing import Any
 
 from marin.services import codec
 from marin.services.channel import ServiceChannel
+from marin.services.logstore import LEVELS
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 
-__all__ = ["format_entry", "pages", "query"]
+__all__ = ["format_entry", "pages", "query", "visible"]
 
 _MAX_PAGE_BYTES = 64 << 20  # uncompressed, far above what the service sends
 
@@ -33,6 +34,7 @@ def pages(url: str, run: str | None = None, step: int | None = None,
           timeout: float = 30.0) -> Iterator[tuple[list[dict[str, Any]], int]]:
     """Matching entries a page at a time (oldest first), each with the last id seen.
     ``newest``: the last ``limit`` matches instead of the first."""
+    _check_range(limit, step, min_level, after_id)
     request = pb.QueryRequest(run=codec.check_text("run", run or ""),
                               min_level=(min_level or "").upper(),
                               since=since or 0.0, until=until or 0.0,
@@ -53,6 +55,19 @@ def pages(url: str, run: str | None = None, step: int | None = None,
             request.after_id, request.limit, request.newest = reply.last_id, left, False
     finally:
         channel.close()
+
+
+def _check_range(limit: int, step: int | None, min_level: str | None, after_id: int) -> None:
+    """ValueError, naming the filter, for what the request cannot carry or the service
+    would refuse."""
+    if not 1 <= limit < 2**32:
+        raise ValueError(f"limit {limit}: ask for 1 to {2**32 - 1} entries")
+    if step is not None and not -(2**63) <= step < 2**63:
+        raise ValueError(f"step {step} is outside the 64-bit range of steps")
+    if not 0 <= after_id < 2**63:
+        raise ValueError(f"after_id {after_id}: use an id the service returned, or 0")
+    if min_level and min_level.upper() not in LEVELS:
+        raise ValueError(f"level {min_level!r}: use one of {', '.join(LEVELS)}")
 
 
 def query(url: str, **filters: Any) -> tuple[list[dict[str, Any]], int]:
@@ -91,6 +106,20 @@ def _extra(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"extra": text}
 
 
+# Characters a terminal would act on rather than show (escape sequences, carriage returns,
+# bidirectional overrides): written as escapes, so an entry cannot rewrite the screen or
+# disguise what it says. Newlines and tabs (a traceback) stay.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0))
+             if chr(c) not in "\n\t"}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (0x200e, 0x200f, *range(0x202a, 0x202f),
+                                               *range(0x2066, 0x206a))})
+
+
+def visible(text: str) -> str:
+    """``text`` with the characters a terminal would act on written as escapes."""
+    return text.translate(_CONTROLS)
+
+
 def format_entry(e: dict[str, Any]) -> str:
     try:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["timestamp"]))
@@ -99,4 +128,4 @@ def format_entry(e: dict[str, Any]) -> str:
     where = " ".join(x for x in (e.get("run") and f"run={e['run']}",
                                  e.get("step") is not None and f"step={e['step']}",
                                  e.get("source")) if x)
-    return f"{when} {e['level']:<8} {where + ': ' if where else ''}{e['msg']}"
+    return visible(f"{when} {e['level']:<8} {where + ': ' if where else ''}{e['msg']}")

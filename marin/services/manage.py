@@ -31,7 +31,7 @@ import grpc
 from marin.services.endpoints import Endpoint, EndpointRegistry, clusters_root, state_dir
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
-from marin.services.server import ENDPOINTS, LOOPBACK_DEFAULT
+from marin.services.server import ENDPOINTS, LOOPBACK_DEFAULT, ServiceConfigError
 
 _STUBS = {"logger": pb_grpc.LogServiceStub, "kv": pb_grpc.KVServiceStub}
 
@@ -52,11 +52,21 @@ def default_data(cluster: str) -> str:
 def up(cluster: str = "marin", host: str = "127.0.0.1", data: str | None = None,
        root: str | None = None, ports: dict[str, int] | None = None,
        extra_args: list[str] | None = None, timeout: float = 30.0) -> list[dict]:
+    for kind, port in (ports or {}).items():
+        if not 0 <= port <= 65535:
+            raise ServiceConfigError(f"--{kind}-port {port}: use a port from 1 to 65535, or "
+                                     "0 to have a free one picked")
     registry = EndpointRegistry.for_cluster(cluster, root)
     if host not in LOOPBACK_DEFAULT:
         registry.ensure_token()
     data = data or default_data(cluster)
-    os.makedirs(data, exist_ok=True)
+    try:
+        os.makedirs(data, exist_ok=True)
+        for kind in ENDPOINTS:
+            open(os.path.join(data, f"{kind}.log"), "ab").close()
+    except OSError as e:
+        raise ServiceConfigError(f"--data {data}: cannot write there ({e.strerror}); pick a "
+                                 "folder you can write, or leave --data out") from None
     started: dict[str, subprocess.Popen] = {}
     report = []
     for kind in ENDPOINTS:
@@ -73,11 +83,18 @@ def up(cluster: str = "marin", host: str = "127.0.0.1", data: str | None = None,
             started[kind] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + timeout
-    for kind, proc in started.items():
-        endpoint = _wait_registered(registry, kind, proc, deadline,
-                                    os.path.join(data, f"{kind}.log"))
-        report.append({"service": kind, "address": endpoint.address, "pid": proc.pid,
-                       "state": "started"})
+    try:
+        for kind, proc in started.items():
+            endpoint = _wait_registered(registry, kind, proc, deadline,
+                                        os.path.join(data, f"{kind}.log"))
+            report.append({"service": kind, "address": endpoint.address, "pid": proc.pid,
+                           "state": "started"})
+    except BaseException:  # all or nothing: stop what this call started
+        for kind, proc in started.items():
+            proc.kill()
+            proc.wait()
+            registry.unregister(ENDPOINTS[kind], pid=proc.pid)
+        raise
     return report
 
 
@@ -86,13 +103,14 @@ def _wait_registered(registry: EndpointRegistry, kind: str, proc: subprocess.Pop
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = Path(log).read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
-            raise ServicesError(f"the {kind} service exited with code {proc.returncode}: "
-                                f"{tail[0]} (full output in {log})")
+            message = (f"the {kind} service exited with code {proc.returncode}: "
+                       f"{tail[0].removeprefix('error: ')} (full output in {log})")
+            # Exit status 2 is the service refusing its settings: the caller's to fix.
+            raise (ServiceConfigError if proc.returncode == 2 else ServicesError)(message)
         found = registry.lookup(ENDPOINTS[kind])
         if found is not None and found.pid == proc.pid and _info(registry, kind, found):
             return found
         time.sleep(0.05)
-    proc.kill()
     raise ServicesError(f"the {kind} service did not register within the timeout; see {log}")
 
 

@@ -262,6 +262,9 @@ class Service:
         if config.kind not in ENDPOINTS:
             raise ServiceConfigError(f"unknown service {config.kind!r}; use one of "
                                      f"{', '.join(ENDPOINTS)}")
+        if not 0 <= config.port <= 65535:
+            raise ServiceConfigError(f"--port {config.port}: use a port from 1 to 65535, or 0 "
+                                     "to have a free one picked")
         self.config = config
         self.registry = (EndpointRegistry.for_cluster(config.cluster, config.clusters_root)
                          if config.cluster else None)
@@ -272,7 +275,16 @@ class Service:
                     f"listening on {config.host} needs a token: pass --token-file or set "
                     "$MARIN_SERVICES_TOKEN (or --cluster to use the cluster's token)")
             token = self.registry.ensure_token()
-        os.makedirs(config.data, exist_ok=True)
+        try:
+            os.makedirs(config.data, exist_ok=True)
+            store = (LogStore(os.path.join(config.data, "logs.sqlite"), config.synchronous)
+                     if config.kind == "logger" else
+                     KVStore(os.path.join(config.data, "kv.sqlite"), config.synchronous))
+        except (OSError, sqlite3.Error) as e:
+            raise ServiceConfigError(f"--data {config.data}: cannot keep a database there "
+                                     f"({getattr(e, 'strerror', None) or e}); pick a folder "
+                                     "this user can write") from None
+        self.store = store
         options = [("grpc.max_receive_message_length", config.max_message_bytes),
                    ("grpc.max_send_message_length", config.max_message_bytes),
                    ("grpc.so_reuseport", 0)]
@@ -281,14 +293,10 @@ class Service:
                                   options=options,
                                   interceptors=[*([TokenCheck(token)] if token else []),
                                                 RequestCheck()])
-        if config.kind == "logger":
-            self.store = LogStore(os.path.join(config.data, "logs.sqlite"), config.synchronous)
-            pb_grpc.add_LogServiceServicer_to_server(LogServicer(self.store, config),
-                                                     self.server)
+        if isinstance(store, LogStore):
+            pb_grpc.add_LogServiceServicer_to_server(LogServicer(store, config), self.server)
         else:
-            self.store = KVStore(os.path.join(config.data, "kv.sqlite"), config.synchronous)
-            pb_grpc.add_KVServiceServicer_to_server(KVServicer(self.store, config),
-                                                    self.server)
+            pb_grpc.add_KVServiceServicer_to_server(KVServicer(store, config), self.server)
         host = f"[{config.host}]" if ":" in config.host else config.host
         try:
             self.port = self.server.add_insecure_port(f"{host}:{config.port}")
@@ -307,8 +315,16 @@ class Service:
     def start(self) -> Service:
         self.server.start()
         if self.registry is not None:
-            self.registry.register(Endpoint(ENDPOINTS[self.config.kind], self.address,
-                                            pid=os.getpid(), data=self.config.data))
+            try:
+                self.registry.register(Endpoint(ENDPOINTS[self.config.kind], self.address,
+                                                pid=os.getpid(), data=self.config.data))
+            except OSError as e:
+                self.server.stop(0).wait()
+                self.store.close()
+                raise ServiceConfigError(
+                    f"cannot register the {self.config.kind} endpoint in "
+                    f"{self.registry.url} ({e.strerror or e}); check --clusters or "
+                    "$MARIN_CLUSTERS") from None
         if self.config.kind == "logger" and self.config.retention_days > 0:
             self._retention = threading.Thread(target=self._retain, daemon=True,
                                                name="retention")

@@ -171,8 +171,9 @@ def _fast(entries: list, now: float, run: str, source: str) -> Columns | None:
     runs = list(map(get, entries, itertools.repeat("run")))
     step = list(map(get, entries, itertools.repeat("step")))
     sources = list(map(get, entries, itertools.repeat("source")))
+    step_kinds = _types(step)
     if not (set(level) <= _LEVELS and _types(msg) == {str} and _types(ts) <= {float, int}
-            and _types(step) <= {int, type(None)} and _types(runs) <= {str, type(None)}
+            and step_kinds <= {int, type(None)} and _types(runs) <= {str, type(None)}
             and _types(sources) <= {str, type(None)}):
         return None
     try:  # sum() is NaN or inf when any timestamp is
@@ -181,9 +182,10 @@ def _fast(entries: list, now: float, run: str, source: str) -> Columns | None:
             return None
     except OverflowError:
         return None
-    steps = [s for s in step if s is not None]
-    if steps and (min(steps) < _STEP_MIN or max(steps) > _STEP_MAX):
-        return None
+    if int in step_kinds:  # an int64 on the wire
+        steps = step if step_kinds == {int} else [s for s in step if s is not None]
+        if min(steps) < _STEP_MIN or max(steps) > _STEP_MAX:
+            return None
     runs = [r or run for r in runs]
     sources = [s or source for s in sources]
     if max(map(len, runs)) > MAX_FIELD_CHARS or max(map(len, sources)) > MAX_FIELD_CHARS:

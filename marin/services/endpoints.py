@@ -100,15 +100,17 @@ class Endpoint:
             value = json.loads(raw)
         except (ValueError, RecursionError):
             return None
-        if not isinstance(value, dict):
+        if not isinstance(value, dict) or not {"name", "address"} <= value.keys():
             return None
-        types = {"name": str, "address": str, "pid": int, "host": str, "started": (int, float),
-                 "data": str}
-        if not isinstance(value.get("name"), str) or not isinstance(value.get("address"), str) \
-                or any(k in value and (not isinstance(value[k], t) or isinstance(value[k], bool))
-                       for k, t in types.items()):
+        known = {k: value[k] for k in _FIELD_TYPES if k in value}
+        if any(isinstance(v, bool) or not isinstance(v, _FIELD_TYPES[k])
+               for k, v in known.items()):
             return None
-        return cls(**{k: value[k] for k in types if k in value})
+        return cls(**known)
+
+
+_FIELD_TYPES = {"name": str, "address": str, "pid": int, "host": str, "started": (int, float),
+                "data": str}
 
 
 class EndpointRegistry:

@@ -156,15 +156,14 @@ def status(cluster: str = "marin", root: str | None = None) -> list[dict]:
 def down(cluster: str = "marin", root: str | None = None, grace: float = 10.0) -> list[dict]:
     registry = EndpointRegistry.for_cluster(cluster, root)
     endpoints = registry.all()
-    states: dict[int, str] = {}
+    states = []
     for endpoint in endpoints:  # all signalled first: they stop in parallel
         alive = _pid_alive(endpoint)
-        states[id(endpoint)] = (f"left running (on {endpoint.host})" if alive is None else
-                                _terminate(endpoint.pid) if alive else "not running")
+        states.append(f"left running (on {endpoint.host})" if alive is None else
+                      _terminate(endpoint.pid) if alive else "not running")
     deadline = time.monotonic() + grace
     report = []
-    for endpoint in endpoints:
-        state = states[id(endpoint)]
+    for endpoint, state in zip(endpoints, states, strict=True):
         if state == "stopping":
             state = _wait_gone(endpoint.pid, deadline)
         if not state.startswith("left running"):

@@ -63,6 +63,26 @@ class ServiceProcess:
         self.stop()
 
 
+def run_marin(env: dict[str, str], *args: str, code: int | None = 0,
+              timeout: float = 120) -> subprocess.CompletedProcess:
+    """``marin ARGS`` in a subprocess with ``env``, its output captured (not a terminal);
+    asserts the exit status unless ``code`` is None."""
+    result = subprocess.run([sys.executable, "-m", "marin.cli", *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    if code is not None:
+        assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    return result
+
+
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie waiting for its parent to reap it counts)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+
+
 def wait_until(predicate, timeout: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -16,6 +16,7 @@ from marin.services.kvstore import KVStore
 from marin.services.logstore import LEVELS, LogQuery, LogStore
 from marin.services.resolve import ResolutionError, Target, resolve
 from tests.conftest import ROOT
+from tests.services_util import wait_until
 
 
 def _rows(n: int, seed: int = 0) -> list[tuple]:
@@ -265,3 +266,140 @@ def test_a_full_buffer_drops_the_oldest_entries_and_counts_them():
     assert client._buffer[0][0][0]["msg"] == "1:50"  # the oldest left
     client.close(timeout=0.2)
     assert client.stats()["dropped"] == 400
+
+
+def test_kv_prefix_listing_at_the_edges_of_unicode(tmp_path):
+    from marin.services.kvstore import successor
+
+    alphabet = ["a", "z", "\ud7ff", "\ue000", "\uffff", "\U0010fffe", "\U0010ffff"]
+    rng = random.Random(3)
+    keys = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 4)))
+                   for _ in range(300)})
+    kv = KVStore(str(tmp_path / "kv.sqlite"))
+    for k in keys:
+        kv.put(k, b"")
+    prefixes = ["", *alphabet, *(a + b for a in alphabet for b in alphabet)]
+    for prefix in prefixes:
+        listed, more = kv.list(prefix, limit=1000)
+        assert not more
+        assert [i.key for i in listed] == [k for k in keys if k.startswith(prefix)], prefix
+        bound = successor(prefix)
+        assert bound is None or (bound > prefix and not bound.startswith(prefix))
+        if bound is not None:
+            bound.encode()  # a bound SQLite can take: no lone surrogate
+    kv.close()
+
+
+def test_a_failing_batch_in_a_group_commit_fails_alone(tmp_path):
+    import sqlite3
+    import threading
+
+    from marin.services.logstore import InvalidBatchError
+
+    store = LogStore(str(tmp_path / "logs.sqlite"))
+    with pytest.raises(InvalidBatchError, match=r"seq 9223372036854775808 is outside"):
+        store.append(_rows(1), "c", 2**63)
+    with pytest.raises(InvalidBatchError, match="client_id of 200 characters"):
+        store.append(_rows(1), "x" * 200, 1)
+    # Hold the database so that the batches below queue up and are committed as one group.
+    blocker = sqlite3.connect(str(tmp_path / "logs.sqlite"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    first = threading.Thread(target=store.append, args=(_rows(3), "a", 1))
+    first.start()
+    wait_until(lambda: store._queue.empty(), what="the writer waiting on the held database")
+    outcomes: dict[str, object] = {}
+
+    def append(name: str, rows: list) -> None:
+        try:
+            outcomes[name] = store.append(rows, name, 1)
+        except Exception as e:
+            outcomes[name] = e
+
+    broken = [(1.0, 20, "r", None, "s", None, None)]  # msg NULL: refused by the table
+    threads = [threading.Thread(target=append, args=(name, rows)) for name, rows in
+               (("good1", _rows(4)), ("bad", broken), ("good2", _rows(5)))]
+    for t in threads:
+        t.start()
+    wait_until(lambda: store._queue.qsize() == 3, what="three batches queued")
+    blocker.execute("COMMIT")
+    blocker.close()
+    for t in [first, *threads]:
+        t.join()
+    assert outcomes["good1"] is False and outcomes["good2"] is False
+    assert isinstance(outcomes["bad"], sqlite3.IntegrityError)
+    assert store.count == 12 and len(store.query(LogQuery(limit=100))) == 12
+    assert store.query(LogQuery(after_id=2**63 - 1)) == []
+    assert len(store.query(LogQuery(after_id=-5, limit=100))) == 12
+    store.close()
+
+
+def test_extra_fields_too_deep_or_odd_are_refused_per_entry():
+    from marin.services.checks import Caps, check_extra, json_depth, rows_of
+
+    caps = Caps(max_extra_depth=3)
+    assert check_extra('{"a": [1, {"b": 2}]}', caps) is None
+    roomy = Caps(max_extra_depth=3, max_extra_chars=1 << 20)
+    for text, reason in (('{"a": [[{"b": 1}]]}', "deeper than 3"),
+                         ("[" * 100_000 + "]" * 100_000, "deeper than 3"),
+                         ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "deeper than 3"),
+                         ("[1]", "must be a JSON object"), ("{", "not valid JSON")):
+        field, message = check_extra(text, roomy)
+        assert field == "extra" and reason in message, (text[:20], message)
+    loop: dict = {}
+    loop["self"] = loop
+    assert json_depth(loop, 10) > 10 and json_depth({"a": [{}]}, 10) == 3
+    cols = codec.columns_of([(1e9, "INFO", "ok", "", None, "", ""),
+                             (1e300, "INFO", "late", "", None, "", ""),
+                             (1e9, "INFO", "deep", "", None, "", '{"a":[[[1]]]}')])
+    rows, errors = rows_of(cols, caps)
+    assert [r[5] for r in rows] == ["ok"]
+    assert [(e.index, e.field) for e in errors] == [(1, "timestamp"), (2, "extra")]
+
+
+def test_token_files_others_can_use_or_that_are_empty_are_refused(tmp_path):
+    from marin.services.endpoints import TokenFileError, read_token_file
+
+    reg = EndpointRegistry(str(tmp_path / "c"))
+    token = reg.ensure_token()
+    path = tmp_path / "c" / "token"
+    assert read_token_file(str(path)) == token
+    for mode in (0o644, 0o660, 0o606, 0o666):
+        path.chmod(mode)
+        with pytest.raises(TokenFileError, match=rf"\(mode 0{mode:o}\); run `chmod 600 "
+                                                 rf"{path}`"):
+            reg.read_token()
+    path.chmod(0o600)
+    path.write_text("  \n")
+    with pytest.raises(TokenFileError, match="is empty"):
+        reg.ensure_token()
+    path.unlink()
+    assert reg.read_token() is None and reg.ensure_token() != token
+
+
+def test_a_failed_call_makes_every_channel_resolve_the_url_again(tmp_path, monkeypatch):
+    import socket
+
+    from marin.services.channel import ServiceChannel, ServiceError
+    from marin.services.proto import services_pb2 as pb
+    from marin.services.proto import services_pb2_grpc as pb_grpc
+    from marin.services.server import Service, ServiceConfig
+
+    monkeypatch.setenv("MARIN_CLUSTERS", str(tmp_path / "clusters"))
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    reg = EndpointRegistry.for_cluster("c")
+    reg.register(Endpoint("/system/kv", dead, pid=1))
+    url = "iris://c?endpoint=/system/kv"
+    first = ServiceChannel(url, pb_grpc.KVServiceStub)
+    with pytest.raises(ServiceError, match="UNAVAILABLE"):
+        first.call("Info", pb.InfoRequest(), timeout=2, attempts=1)
+    first.close()
+    service = Service(ServiceConfig(kind="kv", data=str(tmp_path / "kv"),
+                                    cluster="c")).start()  # registers its own address
+    try:
+        second = ServiceChannel(url, pb_grpc.KVServiceStub)
+        assert second.call("Info", pb.InfoRequest(), timeout=5, attempts=1).service == "kv"
+        second.close()
+    finally:
+        service.stop(grace=0)

@@ -25,12 +25,14 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from marin.services import codec
+from marin.services.checks import MAX_EXTRA_DEPTH, json_depth
 
 _LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
 _LEVELS = frozenset(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 _KEYS = frozenset(("level", "msg", "timestamp", "run", "step", "source"))
 MAX_MSG_CHARS = 64 << 10
 MAX_FIELD_CHARS = 256
+_STEP_MIN, _STEP_MAX = -(2**63), 2**63 - 1  # the wire's int64
 
 
 class LogEntry(BaseModel):
@@ -40,9 +42,10 @@ class LogEntry(BaseModel):
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     msg: str = Field(max_length=MAX_MSG_CHARS)
-    timestamp: float = Field(default_factory=time.time, gt=0, allow_inf_nan=False)
+    timestamp: float = Field(default_factory=time.time, gt=0, lt=codec.MAX_TIMESTAMP,
+                             allow_inf_nan=False)
     run: str | None = Field(default=None, max_length=MAX_FIELD_CHARS)
-    step: int | None = None
+    step: int | None = Field(default=None, ge=_STEP_MIN, le=_STEP_MAX)
     source: str | None = Field(default=None, max_length=MAX_FIELD_CHARS)
 
     @field_validator("level", mode="before")
@@ -56,10 +59,18 @@ class LogEntry(BaseModel):
         return value
 
     def wire(self, run: str = "", source: str = "") -> codec.WireRow:
+        """The entry as the wire carries it; ValueError for extra fields that cannot be
+        sent (nested deeper than the service accepts, or containing themselves)."""
         extra = self.model_extra
         return (self.timestamp, self.level, self.msg, self.run or run, self.step,
-                self.source or source,
-                json.dumps(extra, default=str, separators=(",", ":")) if extra else "")
+                self.source or source, _extra_json(extra) if extra else "")
+
+
+def _extra_json(extra: dict[str, Any]) -> str:
+    if json_depth(extra, MAX_EXTRA_DEPTH) > MAX_EXTRA_DEPTH:
+        raise ValueError(f"extra fields nest deeper than {MAX_EXTRA_DEPTH} levels (or contain "
+                         "themselves); flatten them")
+    return json.dumps(extra, default=str, separators=(",", ":"))
 
 
 _ENTRIES = TypeAdapter(list[LogEntry])
@@ -86,7 +97,13 @@ def validate(entries: Iterable[Mapping[str, Any] | LogEntry], run: str = "", sou
     except ValidationError as e:
         raise InvalidLogEntryError(f"{_describe(e)}; {e.error_count()} error(s) in the call, "
                                    "nothing was written") from None
-    return [m.wire(run, source) for m in models]
+    rows = []
+    for i, m in enumerate(models):
+        try:
+            rows.append(m.wire(run, source))
+        except ValueError as e:  # extra fields json cannot encode
+            raise InvalidLogEntryError(f"entry {i}: {e}; nothing was written") from None
+    return rows
 
 
 def check_shape(entries: Iterable[Mapping[str, Any] | LogEntry]) -> list:
@@ -154,15 +171,21 @@ def _fast(entries: list, now: float, run: str, source: str) -> Columns | None:
     runs = list(map(get, entries, itertools.repeat("run")))
     step = list(map(get, entries, itertools.repeat("step")))
     sources = list(map(get, entries, itertools.repeat("source")))
+    step_kinds = _types(step)
     if not (set(level) <= _LEVELS and _types(msg) == {str} and _types(ts) <= {float, int}
-            and _types(step) <= {int, type(None)} and _types(runs) <= {str, type(None)}
+            and step_kinds <= {int, type(None)} and _types(runs) <= {str, type(None)}
             and _types(sources) <= {str, type(None)}):
         return None
     try:  # sum() is NaN or inf when any timestamp is
-        if max(map(len, msg)) > MAX_MSG_CHARS or min(ts) <= 0 or not math.isfinite(sum(ts)):
+        if max(map(len, msg)) > MAX_MSG_CHARS or min(ts) <= 0 or not math.isfinite(sum(ts)) \
+                or max(ts) >= codec.MAX_TIMESTAMP:
             return None
     except OverflowError:
         return None
+    if int in step_kinds:  # an int64 on the wire
+        steps = step if step_kinds == {int} else [s for s in step if s is not None]
+        if min(steps) < _STEP_MIN or max(steps) > _STEP_MAX:
+            return None
     runs = [r or run for r in runs]
     sources = [s or source for s in sources]
     if max(map(len, runs)) > MAX_FIELD_CHARS or max(map(len, sources)) > MAX_FIELD_CHARS:

@@ -10,7 +10,7 @@ import threading
 
 import grpc
 
-from marin.services.resolve import ResolutionError, Target, resolve, resolver_for
+from marin.services.resolve import ResolutionError, Target, forget, resolve, resolver_for
 
 # Codes after which the service may have moved: resolve the URL again and reconnect.
 _MOVED = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -61,7 +61,8 @@ class ServiceChannel:
             return self._stub, metadata
 
     def invalidate(self) -> None:
-        """Resolve the URL again before the next call."""
+        """Resolve the URL again before the next call (this channel's and any other's)."""
+        forget(self.url)
         with self._lock:
             self._stale = True
 

@@ -8,6 +8,9 @@
     marin kv put config/lr 3e-4 && marin kv get config/lr && marin kv list config/
     marin status                               # live step states of every executor
     marin services down
+
+The ``marin logs`` handlers live in ``log_commands``, what the commands share in
+``cli_support``.
 """
 
 from __future__ import annotations
@@ -15,35 +18,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
-from datetime import datetime
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-CLUSTER_ENV = "MARIN_CLUSTER"
+from marin.services.cli_support import (
+    CLUSTER_ENV,
+    cluster,
+    cluster_args,
+    fail,
+    print_rows,
+    wrap,
+)
+from marin.services.log_commands import log_filters, logs_query, logs_tail
 
-
-def _cluster_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", default=None,
-                   help="cluster name (default: $MARIN_CLUSTER, else marin)")
-    p.add_argument("--clusters", metavar="ROOT", default=None,
-                   help="where cluster registries live, a folder or fsspec URL "
-                   "(default: $MARIN_CLUSTERS, else ~/.marin/clusters)")
-
-
-def _cluster(args: argparse.Namespace) -> str:
-    return args.cluster or os.environ.get(CLUSTER_ENV) or "marin"
+__all__ = ["add_parsers", "serve_parser"]
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     services = sub.add_parser("services", help="the log and KV services")
     ssub = services.add_subparsers(dest="services_command", metavar="ACTION", required=True)
     up = ssub.add_parser("up", help="start the logger and KV services and register them")
-    _cluster_args(up)
+    cluster_args(up)
     up.add_argument("--host", default="127.0.0.1", help="address to listen on (default "
                     "127.0.0.1; any other needs the token this command generates)")
     up.add_argument("--data", help="storage folder (default: ~/.marin/services/CLUSTER)")
@@ -53,11 +51,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--json", action="store_true")
     up.set_defaults(handler=_up)
     st = ssub.add_parser("status", help="endpoint, pid, uptime and counts of each service")
-    _cluster_args(st)
+    cluster_args(st)
     st.add_argument("--json", action="store_true")
     st.set_defaults(handler=_services_status)
     dn = ssub.add_parser("down", help="stop this machine's services of a cluster")
-    _cluster_args(dn)
+    cluster_args(dn)
     dn.add_argument("--json", action="store_true")
     dn.set_defaults(handler=_down)
     _add_serve(ssub.add_parser("serve", help="run one service in the foreground (for a "
@@ -66,14 +64,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     logs = sub.add_parser("logs", help="read the log service")
     lsub = logs.add_subparsers(dest="logs_command", metavar="ACTION", required=True)
     tail = lsub.add_parser("tail", help="the latest entries; --follow for new ones")
-    _log_filters(tail)
+    log_filters(tail)
     tail.add_argument("-n", "--lines", type=int, default=20)
     tail.add_argument("--follow", "-f", action="store_true")
-    tail.set_defaults(handler=_logs_tail)
+    tail.set_defaults(handler=logs_tail)
     query = lsub.add_parser("query", help="entries matching filters, oldest first")
-    _log_filters(query)
+    log_filters(query)
     query.add_argument("--limit", type=int, default=1000)
-    query.set_defaults(handler=_logs_query)
+    query.set_defaults(handler=logs_query)
 
     kv = sub.add_parser("kv", help="read and write the KV service")
     ksub = kv.add_subparsers(dest="kv_command", metavar="ACTION", required=True)
@@ -88,7 +86,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     dele = ksub.add_parser("delete", help="remove a key")
     dele.add_argument("key")
     for p, fn in ((get, _kv_get), (put, _kv_put), (lst, _kv_list), (dele, _kv_delete)):
-        _cluster_args(p)
+        cluster_args(p)
         p.add_argument("--url", help="the KV service (default: iris://CLUSTER?endpoint="
                        "/system/kv)")
         p.add_argument("--json", action="store_true")
@@ -96,7 +94,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     status = sub.add_parser("status", help="live step states that executors publish to the "
                             "cluster's KV service")
-    _cluster_args(status)
+    cluster_args(status)
     status.add_argument("--url", help="the KV service (default: $MARIN_KV, else "
                         "iris://CLUSTER?endpoint=/system/kv)")
     status.add_argument("--running", action="store_true", help="only running steps")
@@ -130,133 +128,52 @@ def serve_parser() -> argparse.ArgumentParser:
     return _add_serve(argparse.ArgumentParser(prog="python -m marin.services.server"))
 
 
-def _log_filters(p: argparse.ArgumentParser) -> None:
-    _cluster_args(p)
-    p.add_argument("--url", help="the log service (default: $MARIN_LOGGER, else "
-                   "iris://CLUSTER?endpoint=/system/logger)")
-    p.add_argument("--run")
-    p.add_argument("--step", type=int)
-    p.add_argument("--level", help="minimum level: DEBUG, INFO, WARNING, ERROR, CRITICAL")
-    p.add_argument("--grep", help="text the message contains")
-    p.add_argument("--since", help="epoch seconds, ISO time, or an age such as 10m, 2h, 1d")
-    p.add_argument("--until", help="same forms as --since")
-    p.add_argument("--json", action="store_true", help="JSON lines")
-
-
-# -- helpers -------------------------------------------------------------------------------
-class UsageError(ValueError):
-    pass
-
-
-def _fail(message: str, code: int = 2) -> int:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False,
-                               soft_wrap=True)
-    return code
-
-
-def _run(fn, args: argparse.Namespace) -> int:
-    from marin.services.channel import ServiceError
-    from marin.services.kv_client import VersionConflictError
-    from marin.services.manage import ServicesError
-    from marin.services.resolve import ResolutionError
-    from marin.services.server import ServiceConfigError
-
-    try:
-        return fn(args)
-    except (UsageError, ServiceConfigError, ValueError) as e:
-        return _fail(str(e))
-    except (ServiceError, ResolutionError, ServicesError, VersionConflictError) as e:
-        return _fail(str(e), 1)
-
-
-def _wrap(fn):
-    def handler(args: argparse.Namespace, extra: list[str]) -> int:
-        if extra:
-            return _fail(f"unrecognized arguments: {' '.join(extra)}")
-        return _run(fn, args)
-    return handler
-
-
-def _print_rows(rows: list[dict], as_json: bool, columns: list[str], title: str) -> None:
-    if as_json:
-        print(json.dumps(rows, indent=1))
-        return
-    table = Table(title=title)
-    for c in columns:
-        table.add_column(c)
-    for r in rows:
-        table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
-    Console().print(table)
-
-
-def parse_time(text: str | None, now: float | None = None) -> float | None:
-    if not text:
-        return None
-    now = time.time() if now is None else now
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text.strip())
-    if m:
-        return now - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        raise UsageError(f"--since/--until {text!r}: use epoch seconds, an ISO time "
-                         "(2025-01-31T12:00) or an age such as 10m, 2h, 1d") from None
-
-
 # -- services ------------------------------------------------------------------------------
-@_wrap
+@wrap
 def _up(args: argparse.Namespace) -> int:
     from marin.services import manage
 
     extra = [] if args.retention_days is None else ["--retention-days",
                                                     str(args.retention_days)]
-    rows = manage.up(_cluster(args), args.host, args.data, args.clusters,
+    rows = manage.up(cluster(args), args.host, args.data, args.clusters,
                      {"logger": args.logger_port, "kv": args.kv_port}, extra)
-    _print_rows(rows, args.json, ["service", "address", "pid", "state"],
-                f"services of cluster {_cluster(args)}")
+    print_rows(rows, args.json, ["service", "address", "pid", "state"],
+                f"services of cluster {cluster(args)}")
     return 0
 
 
-@_wrap
+@wrap
 def _services_status(args: argparse.Namespace) -> int:
     from marin.services import manage
 
-    rows = manage.status(_cluster(args), args.clusters)
+    rows = manage.status(cluster(args), args.clusters)
     if not rows and not args.json:
-        Console().print(f"no services registered for cluster {_cluster(args)}; start them "
-                        f"with `marin services up --cluster {_cluster(args)}`")
+        Console().print(f"no services registered for cluster {cluster(args)}; start them "
+                        f"with `marin services up --cluster {cluster(args)}`", markup=False,
+                        highlight=False, soft_wrap=True)
         return 1
-    _print_rows(rows, args.json, ["service", "address", "pid", "host", "state", "uptime_s",
-                                  "items", "db_bytes"], f"services of cluster {_cluster(args)}")
+    print_rows(rows, args.json, ["service", "address", "pid", "host", "state", "uptime_s",
+                                  "items", "db_bytes"], f"services of cluster {cluster(args)}")
     return 0 if all(r["state"] == "up" for r in rows) else 1
 
 
-@_wrap
+@wrap
 def _down(args: argparse.Namespace) -> int:
     from marin.services import manage
 
-    rows = manage.down(_cluster(args), args.clusters)
-    _print_rows(rows, args.json, ["endpoint", "pid", "state"],
-                f"services of cluster {_cluster(args)}")
+    rows = manage.down(cluster(args), args.clusters)
+    print_rows(rows, args.json, ["endpoint", "pid", "state"],
+                f"services of cluster {cluster(args)}")
     return 0
 
 
-@_wrap
+@wrap
 def _serve(args: argparse.Namespace) -> int:
+    from marin.services.endpoints import TOKEN_ENV, read_token_file
     from marin.services.server import ServiceConfig, serve_forever
 
-    token = None
-    if args.token_file:
-        try:
-            with open(args.token_file) as f:
-                token = f.read().strip()
-        except OSError as e:
-            raise UsageError(f"--token-file {args.token_file}: {e.strerror}") from None
-    token = token or os.environ.get("MARIN_SERVICES_TOKEN") or None
+    token = read_token_file(args.token_file) if args.token_file else \
+        os.environ.get(TOKEN_ENV) or None
     config = ServiceConfig(kind=args.kind, data=args.data, host=args.host, port=args.port,
                            cluster=args.cluster, clusters_root=args.clusters, token=token,
                            advertise=args.advertise, retention_days=args.retention_days,
@@ -266,63 +183,12 @@ def _serve(args: argparse.Namespace) -> int:
     return serve_forever(config)
 
 
-# -- logs ----------------------------------------------------------------------------------
-def _logger_url(args: argparse.Namespace) -> str:
-    from marin.services.manage import service_url
-
-    if args.url:
-        return args.url
-    if os.environ.get("MARIN_LOGGER") and not args.cluster:
-        return os.environ["MARIN_LOGGER"]
-    return service_url(_cluster(args), "logger", args.clusters)
-
-
-def _query(args: argparse.Namespace, limit: int, newest: bool, after_id: int = 0):
-    from marin.services.logs import query
-
-    return query(_logger_url(args), run=args.run, step=args.step, min_level=args.level,
-                 since=parse_time(args.since), until=parse_time(args.until), grep=args.grep,
-                 limit=limit, newest=newest, after_id=after_id)
-
-
-def _print_entries(entries: list[dict[str, Any]], as_json: bool, console: Console) -> None:
-    from marin.services.logs import format_entry
-
-    for e in entries:
-        if as_json:
-            print(json.dumps(e), flush=True)
-        else:
-            console.print(format_entry(e), highlight=False, markup=False, soft_wrap=True)
-
-
-@_wrap
-def _logs_query(args: argparse.Namespace) -> int:
-    entries, _ = _query(args, args.limit, newest=False)
-    _print_entries(entries, args.json, Console())
-    return 0
-
-
-@_wrap
-def _logs_tail(args: argparse.Namespace) -> int:
-    console = Console()
-    entries, last = _query(args, args.lines, newest=True)
-    _print_entries(entries, args.json, console)
-    try:
-        while args.follow:
-            time.sleep(0.5)
-            entries, last = _query(args, 10_000, newest=False, after_id=last)
-            _print_entries(entries, args.json, console)
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
 # -- kv ------------------------------------------------------------------------------------
 def _kv(args: argparse.Namespace):
     from marin.services.kv_client import KVClient
     from marin.services.manage import service_url
 
-    return KVClient.connect(args.url or service_url(_cluster(args), "kv", args.clusters))
+    return KVClient.connect(args.url or service_url(cluster(args), "kv", args.clusters))
 
 
 def _item_json(item) -> dict[str, Any]:
@@ -330,12 +196,12 @@ def _item_json(item) -> dict[str, Any]:
             "version": item.version, "updated": item.updated}
 
 
-@_wrap
+@wrap
 def _kv_get(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         item = kv.get(args.key)
     if item is None:
-        return _fail(f"no key {args.key!r}", 1)
+        return fail(f"no key {args.key!r}", 1)
     if args.json:
         print(json.dumps(_item_json(item)))
     else:
@@ -343,7 +209,7 @@ def _kv_get(args: argparse.Namespace) -> int:
     return 0
 
 
-@_wrap
+@wrap
 def _kv_put(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         item = kv.put(args.key, args.value, args.expected_version)
@@ -351,7 +217,7 @@ def _kv_put(args: argparse.Namespace) -> int:
     return 0
 
 
-@_wrap
+@wrap
 def _kv_delete(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         existed = kv.delete(args.key)
@@ -360,34 +226,41 @@ def _kv_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-@_wrap
+@wrap
 def _kv_list(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         items = kv.list(args.prefix)
     rows = [_item_json(i) for i in items]
-    _print_rows(rows, args.json, ["key", "version", "value"], f"keys under {args.prefix!r}")
+    print_rows(rows, args.json, ["key", "version", "value"], f"keys under {args.prefix!r}")
     return 0
 
 
 # -- status --------------------------------------------------------------------------------
-@_wrap
+@wrap
 def _status(args: argparse.Namespace) -> int:
     from marin.services.kv_client import KVClient
     from marin.services.manage import service_url
     from marin.services.step_states import read_states
 
     url = args.url or (os.environ.get("MARIN_KV") if not args.cluster else None) \
-        or service_url(_cluster(args), "kv", args.clusters)
+        or service_url(cluster(args), "kv", args.clusters)
     with KVClient.connect(url) as kv:
         rows = read_states(kv)
     if args.running:
         rows = [r for r in rows if r.get("state") == "running"]
+    if not rows and not args.json:
+        Console(stderr=True).print(
+            f"no {'running ' if args.running else ''}steps published to {url}; an executor "
+            f"publishes its steps when ${CLUSTER_ENV} (or $MARIN_KV) is set where it runs: "
+            f"`export {CLUSTER_ENV}={cluster(args)}`", highlight=False, markup=False,
+            soft_wrap=True)
+        return 0
     if not args.json:
         now = time.time()
         for r in rows:
-            r["age"] = f"{now - r.get('updated', now):.0f}s"
+            r["age"] = f"{now - r['updated']:.0f}s" if r["updated"] else None
             r["where"] = f"{r.get('host')}:{r.get('pid')}"
-    _print_rows(rows, args.json, ["step", "state", "where", "executor", "age", "output_path"],
+    print_rows(rows, args.json, ["step", "state", "where", "executor", "age", "output_path"],
                 "steps")
     return 0
 

@@ -15,10 +15,28 @@ from marin.services.proto import services_pb2 as pb
 # What a client sends per entry: (timestamp, level name, msg, run, step or None, source,
 # extra JSON object or "").
 WireRow = tuple[float, str, str, str, int | None, str, str]
+# Timestamps lie in (0, MAX_TIMESTAMP): epoch seconds up to the end of year 9999, the last
+# that time.localtime and datetime can show.
+MAX_TIMESTAMP = 253402300800.0
 
 
 class PayloadError(ValueError):
     """A payload that is not a zstd-compressed LogColumns message within the caps."""
+
+
+class TextError(ValueError):
+    """A string that cannot travel: protobuf strings are UTF-8, which has no lone
+    surrogates (what Python makes of bytes in a command line that are not UTF-8)."""
+
+
+def check_text(name: str, value: str) -> str:
+    """``value``, or ``TextError`` naming ``name`` when it has no UTF-8 form."""
+    try:
+        value.encode()
+    except UnicodeEncodeError as e:
+        raise TextError(f"{name} {value!r} is not valid text (character {e.start} is a lone "
+                        "surrogate, from bytes that are not UTF-8); pass UTF-8 text") from None
+    return value
 
 
 def columns_message(timestamp: Sequence[float], level: Sequence[str], msg: Sequence[str],

@@ -8,6 +8,10 @@ A registry is a folder, local or any URL ``marin.storage.files`` opens (``gs://b
 holding one small JSON file per endpoint and, when the services listen off loopback, a
 ``token`` file readable only by its owner. A service registers itself once it listens and
 removes its record when it stops; callers resolve through ``iris://CLUSTER?endpoint=NAME``.
+
+A token file on local disk is used only when it is private and not empty (``ssh`` treats a
+private key the same way): one that others may read or write, or that holds nothing, is
+refused with a ``TokenFileError`` that says how to repair it, never reused silently.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +50,29 @@ def clusters_root(root: str | None = None) -> str:
                          or os.path.join(state_dir(), "clusters"))
 
 
+class TokenFileError(ValueError):
+    """A token file that must not be used: shared with others, empty or unreadable."""
+
+
+def read_token_file(path: str) -> str:
+    """The token in a local file, checked as ``ssh`` checks a private key."""
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_IMODE(mode) & 0o077:
+            raise TokenFileError(f"token file {path} is accessible by others (mode "
+                                 f"{stat.S_IMODE(mode):04o}); run `chmod 600 {path}`, and "
+                                 "replace the token if others may have read it")
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8 text"
+        raise TokenFileError(f"cannot read token file {path}: {reason}") from None
+    if not token:
+        raise TokenFileError(f"token file {path} is empty; write the token into it, or "
+                             f"remove it (`rm {path}`) to have a new one generated")
+    return token
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """One registered service.
@@ -62,6 +90,27 @@ class Endpoint:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Endpoint | None:
+        """The record in ``raw``, or None when it is not one (corrupted, or written by
+        something else): a caller treats it as no record, and the next registration
+        replaces it. Fields it does not know are ignored."""
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(value, dict) or not {"name", "address"} <= value.keys():
+            return None
+        known = {k: value[k] for k in _FIELD_TYPES if k in value}
+        if any(isinstance(v, bool) or not isinstance(v, _FIELD_TYPES[k])
+               for k, v in known.items()):
+            return None
+        return cls(**known)
+
+
+_FIELD_TYPES = {"name": str, "address": str, "pid": int, "host": str, "started": (int, float),
+                "data": str}
 
 
 class EndpointRegistry:
@@ -93,7 +142,7 @@ class EndpointRegistry:
             raw = self.fs.cat_file(self._file(name))
         except FileNotFoundError:
             return None
-        return Endpoint(**json.loads(raw))
+        return Endpoint.from_json(raw)
 
     def unregister(self, name: str, pid: int | None = None) -> None:
         """Remove a record; with ``pid``, only if it is still that process's record."""
@@ -115,9 +164,11 @@ class EndpointRegistry:
         for f in sorted(files):
             if f.endswith(".json"):
                 try:
-                    found.append(Endpoint(**json.loads(self.fs.cat_file(f))))
-                except (FileNotFoundError, ValueError, TypeError):
+                    endpoint = Endpoint.from_json(self.fs.cat_file(f))
+                except FileNotFoundError:
                     continue
+                if endpoint is not None:
+                    found.append(endpoint)
         return found
 
     # The token: generated at `marin services up`, readable only by its owner.
@@ -132,7 +183,10 @@ class EndpointRegistry:
         token = secrets.token_urlsafe(32)
         self.fs.makedirs(self.path, exist_ok=True)
         if self.local:
-            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another `up` made it meanwhile
+                return read_token_file(self.token_path)
             with os.fdopen(fd, "w") as f:
                 f.write(token)
         else:
@@ -140,9 +194,14 @@ class EndpointRegistry:
         return token
 
     def read_token(self) -> str | None:
+        """$MARIN_SERVICES_TOKEN, else the registry's token (None when it has none);
+        ``TokenFileError`` for a local token file that is shared, empty or unreadable."""
         env = os.environ.get(TOKEN_ENV)
         if env:
             return env
+        if self.local:
+            return read_token_file(self.token_path) if os.path.lexists(self.token_path) \
+                else None
         try:
             return self.fs.cat_file(self.token_path).decode().strip() or None
         except (FileNotFoundError, PermissionError):

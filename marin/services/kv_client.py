@@ -7,13 +7,16 @@
     kv.list("steps/")                                           # [Item, ...] sorted by key
     kv.delete("steps/exec-1/train")
 
-A put or delete with ``expected_version`` raises ``VersionConflictError`` (carrying the
-current item) when the key has moved on; 0 means the key must not exist yet.
+A key, prefix or text value that has no UTF-8 form raises ``TextError`` (a ValueError)
+before anything is sent. A put or delete with ``expected_version`` raises
+``VersionConflictError`` (carrying the current item) when the key has moved on; 0 means the
+key must not exist yet.
 """
 
 from __future__ import annotations
 
 from marin.services.channel import ServiceChannel
+from marin.services.codec import check_text
 from marin.services.kvstore import Item
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
@@ -26,6 +29,12 @@ class VersionConflictError(RuntimeError):
         super().__init__(f"key {key!r} is at version {current.version if current else 0}, "
                          f"not {expected}; read it again and retry")
         self.current = current
+
+
+def _check_version(expected: int | None) -> None:
+    if expected is not None and not 0 <= expected < 2**63:
+        raise ValueError(f"expected_version {expected}: versions count from 1 (0: the key "
+                         "must not exist yet)")
 
 
 def _item(msg: pb.KVItem) -> Item:
@@ -42,12 +51,15 @@ class KVClient:
         return cls(url, **options)
 
     def get(self, key: str) -> Item | None:
-        reply = self._channel.call("Get", pb.KVGetRequest(key=key), self.timeout)
+        reply = self._channel.call("Get", pb.KVGetRequest(key=check_text("key", key)),
+                                   self.timeout)
         return _item(reply.item) if reply.found else None
 
     def put(self, key: str, value: bytes | str, expected_version: int | None = None) -> Item:
-        data = value.encode() if isinstance(value, str) else value
-        reply = self._channel.call("Put", pb.KVPutRequest(key=key, value=data,
+        _check_version(expected_version)
+        data = check_text("value", value).encode() if isinstance(value, str) else value
+        reply = self._channel.call("Put", pb.KVPutRequest(key=check_text("key", key),
+                                                          value=data,
                                                           expected_version=expected_version),
                                    self.timeout)
         if not reply.ok:
@@ -57,13 +69,15 @@ class KVClient:
 
     def delete(self, key: str, expected_version: int | None = None) -> bool:
         """True if the key existed and was deleted."""
+        _check_version(expected_version)
         reply = self._channel.call("Delete", pb.KVDeleteRequest(
-            key=key, expected_version=expected_version), self.timeout)
+            key=check_text("key", key), expected_version=expected_version), self.timeout)
         if not reply.ok and expected_version is not None:
             raise VersionConflictError(key, expected_version, self.get(key))
         return reply.ok
 
     def list(self, prefix: str = "", limit: int = 10_000) -> list[Item]:
+        check_text("prefix", prefix)
         items: list[Item] = []
         start_after = ""
         while len(items) < limit:

@@ -29,6 +29,23 @@ CREATE TABLE IF NOT EXISTS kv (
 """
 
 
+_MAX_CHAR = 0x10FFFF
+_SURROGATES = range(0xD800, 0xE000)
+
+
+def successor(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix`` (None: no bound).
+
+    SQLite compares keys as UTF-8 bytes, which orders them by code point, as Python does.
+    The last character that is not U+10FFFF goes up by one, skipping the surrogates
+    (they have no UTF-8 form)."""
+    head = prefix.rstrip(chr(_MAX_CHAR))
+    if not head:
+        return None
+    up = ord(head[-1]) + 1
+    return head[:-1] + chr(_SURROGATES.stop if up in _SURROGATES else up)
+
+
 @dataclass(frozen=True)
 class Item:
     key: str
@@ -102,9 +119,10 @@ class KVStore:
         sql = "SELECT key, value, version, updated FROM kv WHERE key > ?" if start_after \
             and start_after >= prefix else "SELECT key, value, version, updated FROM kv " \
             "WHERE key >= ?"
-        if prefix:
+        bound = successor(prefix)
+        if bound is not None:
             sql += " AND key < ?"
-            params.append(prefix[:-1] + chr(ord(prefix[-1]) + 1))
+            params.append(bound)
         sql += " ORDER BY key LIMIT ?"
         params.append(limit + 1)
         with self._lock:

@@ -3,6 +3,7 @@
     store = LogStore("/data/logger/logs.sqlite")
     duplicate = store.append(rows, client="c1", seq=7)   # returns after the commit
     rows = store.query(LogQuery(run="r1", min_level=30, grep="nan"))
+    for row in store.scan(LogQuery(run="r1", newest=True, limit=500)): ...  # lazily
     store.prune(older_than=time.time() - 7 * 86400)
 
 Design note: every ``append`` call hands its rows to a single writer thread and waits.
@@ -10,7 +11,9 @@ The writer takes everything queued, inserts it in one transaction, commits, then
 the callers at once, so N concurrent batches cost one commit (and one fsync) instead of N,
 and an acknowledgement always follows a commit. ``(client, seq)`` of each batch is stored
 in the same transaction, which makes a retried batch (its first acknowledgement lost to a
-crash) a no-op instead of a duplicate.
+crash) a no-op instead of a duplicate. Batches are checked before they join a group
+(``InvalidBatchError``); should a group's commit still fail, each of its batches is
+committed alone, so one batch's failure is never another caller's.
 
 The ``logs`` table has no index besides its id: an index entry per row cost about as much
 as the row itself. Instead each commit updates one ``spans`` row per run it touched: the
@@ -27,6 +30,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # (timestamp, level number, run, step or None, source, msg, extra JSON or None)
@@ -65,6 +69,8 @@ CREATE TABLE IF NOT EXISTS batches (
 _INSERT = ("INSERT INTO logs (ts, level, run, step, source, msg, extra) "
            "VALUES (?, ?, ?, ?, ?, ?, ?)")
 _MAX_GROUP_ROWS = 200_000
+MAX_INT = 2**63 - 1  # SQLite's largest INTEGER
+MAX_CLIENT_CHARS = 128
 SPAN_SECONDS = 60.0
 _ts, _run = operator.itemgetter(0), operator.itemgetter(2)
 
@@ -100,8 +106,48 @@ def _touch(touched: dict[str, tuple[int, int, float, float]], rows: list[Row],
             seen[0], last_id, min(lo, seen[2]), max(hi, seen[3]))
 
 
+def _filters(q: LogQuery) -> tuple[list[str], list]:
+    """SQL conditions (parameterised) and their parameters for a query's filters."""
+    where, params = [], []
+    for sql, value in (("run = ?", q.run or None), ("step = ?", q.step),
+                       ("level >= ?", q.min_level or None), ("ts >= ?", q.since or None),
+                       ("ts < ?", q.until or None), ("instr(msg, ?) > 0", q.grep or None)):
+        if value is not None:
+            where.append(sql)
+            params.append(value)
+    return where, params
+
+
+def _window(conn: sqlite3.Connection, ranges: list[tuple[int, int]], where: list[str],
+            params: list, limit: int) -> list[tuple[int, int]]:
+    """``ranges`` cut to the ids of the last ``limit`` matching rows."""
+    sql = (f"SELECT id FROM logs WHERE {' AND '.join(['id BETWEEN ? AND ?', *where])} "
+           "ORDER BY id DESC LIMIT ?")
+    ids: list[int] = []
+    for lo, hi in reversed(ranges):
+        ids += (r[0] for r in conn.execute(sql, (lo, hi, *params, limit - len(ids))))
+        if len(ids) >= limit:
+            break
+    if not ids:
+        return []
+    first, last = ids[-1], ids[0]
+    return [(max(lo, first), min(hi, last)) for lo, hi in ranges if hi >= first and lo <= last]
+
+
 class StoreClosedError(RuntimeError):
     pass
+
+
+class InvalidBatchError(ValueError):
+    """A batch's ``(client, seq)`` the store cannot hold; nothing of it was stored."""
+
+
+def check_batch_id(client: str, seq: int) -> None:
+    if len(client) > MAX_CLIENT_CHARS:
+        raise InvalidBatchError(f"client_id of {len(client)} characters exceeds the cap of "
+                                f"{MAX_CLIENT_CHARS}; use a short id such as a uuid")
+    if not 0 <= seq <= MAX_INT:
+        raise InvalidBatchError(f"seq {seq} is outside 0..2**63-1; number batches from 1")
 
 
 class _Pending:
@@ -146,7 +192,9 @@ class LogStore:
         self._writer.start()
 
     def append(self, rows: list[Row], client: str = "", seq: int = 0) -> bool:
-        """Store ``rows`` durably; True when ``(client, seq)`` was already committed."""
+        """Store ``rows`` durably; True when ``(client, seq)`` was already committed.
+        ``InvalidBatchError`` for a ``(client, seq)`` out of range (see ``check_batch_id``)."""
+        check_batch_id(client, seq)
         if self._closed:
             raise StoreClosedError("the log store is closed")
         pending = _Pending(rows, client, seq)
@@ -173,7 +221,11 @@ class LogStore:
                     break
                 group.append(item)
                 rows += len(item.rows)
-            self._commit(group)
+            if not self._commit(group) and len(group) > 1:
+                for pending in group:  # find the batch that failed: each alone
+                    self._commit([pending])
+            for pending in group:
+                pending.done.set()
             if stop:
                 return
 
@@ -188,7 +240,9 @@ class LogStore:
                 conn.execute("DROP INDEX logs_run_step")
                 conn.execute("DROP INDEX IF EXISTS logs_ts")
 
-    def _commit(self, group: list[_Pending]) -> None:
+    def _commit(self, group: list[_Pending]) -> bool:
+        """Commit ``group`` in one transaction; False (each caller's error set) if it failed.
+        The callers are woken by ``_write_loop``."""
         conn = self._conn
         added = 0
         try:
@@ -215,15 +269,16 @@ class LogStore:
             with self._count_lock:
                 self.count += added
             self.batches += sum(not p.duplicate for p in group)
+            for p in group:
+                p.error = None
+            return True
         except BaseException as e:  # a disk error fails this group's calls, not the service
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._open.clear()  # a rolled-back span insert leaves no row to extend
             for p in group:
                 p.error, p.duplicate = e, False
-        finally:
-            for p in group:
-                p.done.set()
+            return False
 
     def _spans(self, touched: dict[str, tuple[int, int, float, float]], now: float
                ) -> dict[str, tuple[int, float]]:
@@ -253,42 +308,35 @@ class LogStore:
 
     def query(self, q: LogQuery) -> list[tuple]:
         """Matching rows as (id, ts, level, run, step, source, msg, extra), oldest first."""
-        where, params = [], []
-        if q.run:
-            where.append("run = ?")
-            params.append(q.run)
-        if q.step is not None:
-            where.append("step = ?")
-            params.append(q.step)
-        if q.min_level:
-            where.append("level >= ?")
-            params.append(q.min_level)
-        if q.since:
-            where.append("ts >= ?")
-            params.append(q.since)
-        if q.until:
-            where.append("ts < ?")
-            params.append(q.until)
-        if q.grep:
-            where.append("instr(msg, ?) > 0")
-            params.append(q.grep)
-        order = "DESC" if q.newest else "ASC"
-        sql = (f"SELECT id, ts, level, run, step, source, msg, extra FROM logs WHERE "
-               f"{' AND '.join(['id BETWEEN ? AND ?', *where])} ORDER BY id {order} LIMIT ?")
-        conn, limit, rows = self._reader(), max(1, q.limit), []
+        return list(self.scan(q))
+
+    def scan(self, q: LogQuery) -> Iterator[tuple]:
+        """The rows of ``query``, read from the database as they are consumed: memory stays
+        bounded however many rows match. For ``newest`` the ids are read first (newest
+        first, ids only) to find where the last ``limit`` matches begin."""
+        if q.after_id >= MAX_INT:
+            return
+        where, params = _filters(q)
+        conn, limit = self._reader(), max(1, q.limit)
         ranges = self._ranges(conn, q)
-        for lo, hi in (reversed(ranges) if q.newest else ranges):
-            rows += conn.execute(sql, (lo, hi, *params, limit - len(rows))).fetchall()
-            if len(rows) >= limit:
-                break
-        return rows[::-1] if q.newest else rows
+        if q.newest:
+            ranges = _window(conn, ranges, where, params, limit)
+        sql = (f"SELECT id, ts, level, run, step, source, msg, extra FROM logs WHERE "
+               f"{' AND '.join(['id BETWEEN ? AND ?', *where])} ORDER BY id LIMIT ?")
+        seen = 0
+        for lo, hi in ranges:
+            for row in conn.execute(sql, (lo, hi, *params, limit - seen)):
+                seen += 1
+                yield row
+            if seen >= limit:
+                return
 
     @staticmethod
     def _ranges(conn: sqlite3.Connection, q: LogQuery) -> list[tuple[int, int]]:
         """Id ranges, ascending and disjoint, that hold every row the query can match."""
-        start = q.after_id + 1
+        start = max(0, q.after_id) + 1
         if not (q.run or q.since or q.until):
-            return [(start, 2**63 - 1)]
+            return [(start, MAX_INT)]
         where, params = ["last_id >= ?"], [start]
         if q.run:
             where.append("run = ?")

@@ -3,6 +3,7 @@
     target = resolve("iris://marin?endpoint=/system/logger")   # Target("127.0.0.1:40123")
     resolve("http://10.0.0.5:7000"); resolve("10.0.0.5:7000")    # direct addresses
     resolve(url, refresh=True)                                  # after a failed call
+    forget(url)                                                 # for every later caller
 
 The scheme picks the resolver: ``iris`` reads a cluster's endpoint registry (a local state
 folder by default, or a shared location from ``$MARIN_CLUSTERS`` or ``?root=URL``), and
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from marin import registry
-from marin.services.endpoints import TOKEN_ENV, EndpointRegistry
+from marin.services.endpoints import TOKEN_ENV, EndpointRegistry, TokenFileError
 
 registry.declare_group("marin.resolvers", expected="a class or object with a resolve(url) method",
                        fits=registry.has_methods("resolve"))
@@ -57,7 +58,10 @@ class IrisResolver:
                 f"no endpoint {endpoint} registered for cluster {cluster!r} in {reg.url}; "
                 f"start the services with `marin services up --cluster {cluster}` (or set "
                 "$MARIN_CLUSTERS to the shared registry)")
-        return Target(found.address, reg.read_token())
+        try:
+            return Target(found.address, reg.read_token())
+        except TokenFileError as e:
+            raise ResolutionError(str(e)) from None
 
 
 class DirectResolver:
@@ -87,6 +91,13 @@ def resolver_for(url: str):
     except registry.PluginError as e:
         raise ResolutionError(f"cannot resolve {url!r}: {e}") from None
     return plugin() if inspect.isclass(plugin) else plugin
+
+
+def forget(url: str) -> None:
+    """Drop the cached target of ``url`` (a call to it failed as if the service moved), so
+    that every channel of this process resolves it again."""
+    with _lock:
+        _cache.pop(url, None)
 
 
 def resolve(url: str, refresh: bool = False) -> Target:

@@ -14,13 +14,11 @@ while the rest of its batch is stored.
 from __future__ import annotations
 
 import gc
-import hmac
-import itertools
-import json
 import math
 import os
 import signal
 import socket
+import sqlite3
 import sys
 import threading
 import time
@@ -30,9 +28,19 @@ from dataclasses import dataclass
 import grpc
 
 from marin.services import codec
+from marin.services.checks import Caps, rows_of
 from marin.services.endpoints import Endpoint, EndpointRegistry
+from marin.services.interceptors import RequestCheck, TokenCheck
 from marin.services.kvstore import KVStore
-from marin.services.logstore import LEVEL_NAMES, LEVELS, LogQuery, LogStore
+from marin.services.logstore import (
+    LEVEL_NAMES,
+    LEVELS,
+    InvalidBatchError,
+    LogQuery,
+    LogStore,
+    StoreClosedError,
+    check_batch_id,
+)
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 
@@ -75,9 +83,49 @@ class ServiceConfig:
     synchronous: str = "full"
     workers: int = 16
 
+    @property
+    def caps(self) -> Caps:
+        return Caps(max_msg_chars=self.max_msg_chars, max_field_chars=self.max_field_chars,
+                    max_extra_chars=self.max_extra_chars)
+
 
 class ServiceConfigError(ValueError):
     pass
+
+
+def _log_query(request: pb.QueryRequest, context: grpc.ServicerContext) -> LogQuery:
+    """The store's query for a request; INVALID_ARGUMENT for a filter out of range."""
+    min_level = 0
+    if request.min_level:
+        min_level = LEVELS.get(request.min_level.upper(), -1)
+        if min_level < 0:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"unknown level {request.min_level!r}; use one of "
+                          f"{', '.join(LEVELS)}")
+    if request.after_id < 0:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                      f"after_id {request.after_id} is negative; use 0 for the first entry")
+    if math.isnan(request.since) or math.isnan(request.until):
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                      "since and until must be epoch seconds, not NaN")
+    return LogQuery(run=request.run or None,
+                    step=request.step if request.HasField("step") else None,
+                    min_level=min_level, since=request.since or None,
+                    until=request.until or None, grep=request.grep or None,
+                    after_id=request.after_id, limit=min(request.limit or 1000, 100_000),
+                    newest=request.newest)
+
+
+def _store_call(context: grpc.ServicerContext, fn, *args):
+    """``fn(*args)`` with the store's failures as status codes a client can act on."""
+    try:
+        return fn(*args)
+    except InvalidBatchError as e:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+    except StoreClosedError:
+        context.abort(grpc.StatusCode.UNAVAILABLE, "the service is stopping; retry")
+    except (sqlite3.Error, OSError) as e:
+        context.abort(grpc.StatusCode.INTERNAL, f"storage error: {e}")
 
 
 def _info(service: str, started: float, items: int, batches: int, db_bytes: int,
@@ -93,6 +141,10 @@ class LogServicer(pb_grpc.LogServiceServicer):
 
     def Write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
         cfg = self.config
+        try:
+            check_batch_id(request.client_id, request.seq)
+        except InvalidBatchError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if request.count > cfg.max_batch_entries:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"batch of {request.count} entries exceeds the cap of "
@@ -113,109 +165,43 @@ class LogServicer(pb_grpc.LogServiceServicer):
         if request.count and request.count != n:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"malformed batch: count says {request.count}, payload has {n}")
-        rows, errors = self._rows(cols)
-        duplicate = self.store.append(rows, request.client_id, request.seq)
+        rows, errors = rows_of(cols, cfg.caps)
+        duplicate = _store_call(context, self.store.append, rows, request.client_id,
+                                request.seq)
         return pb.WriteResponse(accepted=0 if duplicate else len(rows), errors=errors,
                                 duplicate=duplicate)
 
-    def _rows(self, cols: pb.LogColumns) -> tuple[list, list[pb.EntryError]]:
-        rows = self._rows_fast(cols)
-        return (rows, []) if rows is not None else self._rows_checked(cols)
-
-    def _rows_fast(self, cols: pb.LogColumns) -> list | None:
-        """Whole-column checks, C loops only; None when any entry needs a closer look.
-        Each column is read out of the message once (every read builds new objects)."""
-        cfg = self.config
-        if not cols.timestamp:
-            return []
-        level = list(cols.level)
-        if not set(level) <= LEVELS.keys() or any(cols.extra_json):
-            return None
-        ts, msg, run, source = (list(cols.timestamp), list(cols.msg), list(cols.run),
-                                list(cols.source))
-        if max(map(len, msg)) > cfg.max_msg_chars or max(
-                max(map(len, run)), max(map(len, source))) > cfg.max_field_chars:
-            return None
-        if not (min(ts) > 0 and math.isfinite(sum(ts))):  # NaN and inf make the sum so
-            return None
-        has = list(cols.has_step)
-        step = list(cols.step) if all(has) else [
-            s if h else None for s, h in zip(cols.step, has, strict=True)]
-        return list(zip(ts, map(LEVELS.__getitem__, level), run, step, source, msg,
-                        itertools.repeat(None)))
-
-    def _rows_checked(self, cols: pb.LogColumns) -> tuple[list, list[pb.EntryError]]:
-        cfg = self.config
-        rows, errors = [], []
-        max_msg, max_field, max_extra = cfg.max_msg_chars, cfg.max_field_chars, \
-            cfg.max_extra_chars
-        for i, (ts, level, msg, run, step, has, source, extra) in enumerate(zip(
-                cols.timestamp, cols.level, cols.msg, cols.run, cols.step, cols.has_step,
-                cols.source, cols.extra_json, strict=True)):
-            problem = None
-            levelno = LEVELS.get(level)
-            if levelno is None:
-                problem = ("level", f"unknown level {level[:40]!r}; use one of "
-                           f"{', '.join(LEVELS)}")
-            elif not (math.isfinite(ts) and ts > 0):
-                problem = ("timestamp", f"timestamp {ts} is not a positive epoch time")
-            elif len(msg) > max_msg:
-                problem = ("msg", f"message of {len(msg)} characters exceeds the cap of "
-                           f"{max_msg}")
-            elif len(run) > max_field or len(source) > max_field:
-                problem = ("run" if len(run) > max_field else "source",
-                           f"longer than {max_field} characters")
-            elif extra:
-                problem = _check_extra(extra, max_extra)
-            if problem:
-                errors.append(pb.EntryError(index=i, field=problem[0], message=problem[1]))
-                continue
-            rows.append((ts, levelno, run, step if has else None, source, msg, extra or None))
-        return rows, errors
-
     def Query(self, request: pb.QueryRequest, context: grpc.ServicerContext) -> pb.QueryResponse:
-        min_level = 0
-        if request.min_level:
-            min_level = LEVELS.get(request.min_level.upper(), -1)
-            if min_level < 0:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"unknown level {request.min_level!r}; use one of "
-                              f"{', '.join(LEVELS)}")
-        q = LogQuery(run=request.run or None,
-                     step=request.step if request.HasField("step") else None,
-                     min_level=min_level, since=request.since or None,
-                     until=request.until or None, grep=request.grep or None,
-                     after_id=request.after_id, limit=min(request.limit or 1000, 100_000),
-                     newest=request.newest)
-        rows = self.store.query(q)
-        cols = pb.LogColumns()
-        for rid, ts, level, run, step, source, msg, extra in rows:
-            cols.id.append(rid)
-            cols.timestamp.append(ts)
-            cols.level.append(LEVEL_NAMES.get(level, str(level)))
-            cols.msg.append(msg)
-            cols.run.append(run)
-            cols.has_step.append(step is not None)
-            cols.step.append(step or 0)
-            cols.source.append(source)
-            cols.extra_json.append(extra or "")
+        q = _log_query(request, context)
+        # Characters per page: at most 4 bytes each in UTF-8, so a page stays under half the
+        # message cap (of this service and of a default client) even uncompressed.
+        budget = min(self.config.max_message_bytes, 16 << 20) // 8
+        cols, size, more = pb.LogColumns(), 0, False
+        rows = self.store.scan(q)
+        try:
+            for rid, ts, level, run, step, source, msg, extra in rows:
+                if size >= budget:
+                    more = True
+                    break
+                size += len(msg) + len(run) + len(source) + len(extra or "") + 48
+                cols.id.append(rid)
+                cols.timestamp.append(ts)
+                cols.level.append(LEVEL_NAMES.get(level, str(level)))
+                cols.msg.append(msg)
+                cols.run.append(run)
+                cols.has_step.append(step is not None)
+                cols.step.append(step or 0)
+                cols.source.append(source)
+                cols.extra_json.append(extra or "")
+        finally:
+            rows.close()
         return pb.QueryResponse(payload=codec.compress(cols.SerializeToString()),
-                                count=len(rows), last_id=rows[-1][0] if rows else
-                                request.after_id)
+                                count=len(cols.id), more=more,
+                                last_id=cols.id[-1] if cols.id else request.after_id)
 
     def Info(self, request: pb.InfoRequest, context: grpc.ServicerContext) -> pb.InfoResponse:
         return _info("logger", self.started, self.store.count, self.store.batches,
                      self.store.db_bytes(), self.config.data)
-
-
-def _check_extra(extra: str, cap: int) -> tuple[str, str] | None:
-    if len(extra) > cap:
-        return ("extra", f"extra fields of {len(extra)} characters exceed the cap of {cap}")
-    try:
-        value = json.loads(extra)
-    except ValueError:
-        return ("extra", "extra fields are not valid JSON")
-    return None if isinstance(value, dict) else ("extra", "extra fields must be a JSON object")
 
 
 class KVServicer(pb_grpc.KVServiceServicer):
@@ -249,6 +235,10 @@ class KVServicer(pb_grpc.KVServiceServicer):
         return pb.KVDeleteResponse(ok=ok, existed=existed)
 
     def List(self, request, context):
+        if max(len(request.prefix), len(request.start_after)) > self.config.max_key_chars:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"prefix and start_after must have at most "
+                          f"{self.config.max_key_chars} characters")
         items, more = self.store.list(request.prefix, min(request.limit or 1000, 10_000),
                                       request.start_after)
         return pb.KVListResponse(items=[_item(i) for i in items], more=more)
@@ -265,26 +255,6 @@ def _item(item) -> pb.KVItem | None:
                      updated=item.updated)
 
 
-class _TokenCheck(grpc.ServerInterceptor):
-    """Refuses every call whose ``authorization`` metadata is not ``Bearer TOKEN``."""
-
-    def __init__(self, token: str):
-        self._expected = f"Bearer {token}".encode()
-
-        def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                          "missing or wrong token; set $MARIN_SERVICES_TOKEN or read it from "
-                          "the cluster registry's token file")
-
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
-
-    def intercept_service(self, continuation, handler_call_details):
-        given = dict(handler_call_details.invocation_metadata).get("authorization", "")
-        if hmac.compare_digest(given.encode(), self._expected):
-            return continuation(handler_call_details)
-        return self._deny
-
-
 class Service:
     """A started service: ``address``, ``port``; ``stop()`` ends it and unregisters."""
 
@@ -292,6 +262,9 @@ class Service:
         if config.kind not in ENDPOINTS:
             raise ServiceConfigError(f"unknown service {config.kind!r}; use one of "
                                      f"{', '.join(ENDPOINTS)}")
+        if not 0 <= config.port <= 65535:
+            raise ServiceConfigError(f"--port {config.port}: use a port from 1 to 65535, or 0 "
+                                     "to have a free one picked")
         self.config = config
         self.registry = (EndpointRegistry.for_cluster(config.cluster, config.clusters_root)
                          if config.cluster else None)
@@ -302,22 +275,28 @@ class Service:
                     f"listening on {config.host} needs a token: pass --token-file or set "
                     "$MARIN_SERVICES_TOKEN (or --cluster to use the cluster's token)")
             token = self.registry.ensure_token()
-        os.makedirs(config.data, exist_ok=True)
+        try:
+            os.makedirs(config.data, exist_ok=True)
+            store = (LogStore(os.path.join(config.data, "logs.sqlite"), config.synchronous)
+                     if config.kind == "logger" else
+                     KVStore(os.path.join(config.data, "kv.sqlite"), config.synchronous))
+        except (OSError, sqlite3.Error) as e:
+            raise ServiceConfigError(f"--data {config.data}: cannot keep a database there "
+                                     f"({getattr(e, 'strerror', None) or e}); pick a folder "
+                                     "this user can write") from None
+        self.store = store
         options = [("grpc.max_receive_message_length", config.max_message_bytes),
                    ("grpc.max_send_message_length", config.max_message_bytes),
                    ("grpc.so_reuseport", 0)]
         self.server = grpc.server(ThreadPoolExecutor(max_workers=config.workers,
                                                      thread_name_prefix=config.kind),
                                   options=options,
-                                  interceptors=[_TokenCheck(token)] if token else [])
-        if config.kind == "logger":
-            self.store = LogStore(os.path.join(config.data, "logs.sqlite"), config.synchronous)
-            pb_grpc.add_LogServiceServicer_to_server(LogServicer(self.store, config),
-                                                     self.server)
+                                  interceptors=[*([TokenCheck(token)] if token else []),
+                                                RequestCheck()])
+        if isinstance(store, LogStore):
+            pb_grpc.add_LogServiceServicer_to_server(LogServicer(store, config), self.server)
         else:
-            self.store = KVStore(os.path.join(config.data, "kv.sqlite"), config.synchronous)
-            pb_grpc.add_KVServiceServicer_to_server(KVServicer(self.store, config),
-                                                    self.server)
+            pb_grpc.add_KVServiceServicer_to_server(KVServicer(store, config), self.server)
         host = f"[{config.host}]" if ":" in config.host else config.host
         try:
             self.port = self.server.add_insecure_port(f"{host}:{config.port}")
@@ -336,8 +315,16 @@ class Service:
     def start(self) -> Service:
         self.server.start()
         if self.registry is not None:
-            self.registry.register(Endpoint(ENDPOINTS[self.config.kind], self.address,
-                                            pid=os.getpid(), data=self.config.data))
+            try:
+                self.registry.register(Endpoint(ENDPOINTS[self.config.kind], self.address,
+                                                pid=os.getpid(), data=self.config.data))
+            except OSError as e:
+                self.server.stop(0).wait()
+                self.store.close()
+                raise ServiceConfigError(
+                    f"cannot register the {self.config.kind} endpoint in "
+                    f"{self.registry.url} ({e.strerror or e}); check --clusters or "
+                    "$MARIN_CLUSTERS") from None
         if self.config.kind == "logger" and self.config.retention_days > 0:
             self._retention = threading.Thread(target=self._retain, daemon=True,
                                                name="retention")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue
 import socket
@@ -123,10 +124,29 @@ class _PublishingProgress:
 
 
 def read_states(kv: Any) -> list[dict[str, Any]]:
+    """The published step states, newest first. A record that is not a JSON object (written
+    by hand, or by something else) becomes a row saying so, named by its key; an
+    ``updated`` that is not a finite number reads as 0."""
     rows = []
     for item in kv.list(PREFIX):
         try:
-            rows.append(json.loads(item.value))
-        except ValueError:
-            continue
-    return sorted(rows, key=lambda r: -r.get("updated", 0))
+            row = json.loads(item.value)
+        except (ValueError, RecursionError):
+            row = None
+        if not isinstance(row, dict):
+            row = {"step": item.key[len(PREFIX):], "state": "unreadable record",
+                   "error": f"the value of {item.key} is not a JSON object"}
+        row["updated"] = _seconds(row.get("updated"))
+        rows.append(row)
+    return sorted(rows, key=lambda r: -r["updated"])
+
+
+def _seconds(value: Any) -> float:
+    """A finite number of seconds, else 0.0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond any float
+        return 0.0
+    return seconds if math.isfinite(seconds) else 0.0

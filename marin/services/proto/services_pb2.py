@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#marin/services/proto/services.proto\x12\x0emarin.services\"\x98\x01\n\nLogColumns\x12\x11\n\ttimestamp\x18\x01 \x03(\x01\x12\r\n\x05level\x18\x02 \x03(\t\x12\x0b\n\x03msg\x18\x03 \x03(\t\x12\x0b\n\x03run\x18\x04 \x03(\t\x12\x0c\n\x04step\x18\x05 \x03(\x03\x12\x10\n\x08has_step\x18\x06 \x03(\x08\x12\x0e\n\x06source\x18\x07 \x03(\t\x12\x12\n\nextra_json\x18\x08 \x03(\t\x12\n\n\x02id\x18\t \x03(\x03\"N\n\x0cWriteRequest\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\r\n\x05\x63ount\x18\x04 \x01(\r\";\n\nEntryError\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"`\n\rWriteResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12*\n\x06\x65rrors\x18\x02 \x03(\x0b\x32\x1a.marin.services.EntryError\x12\x11\n\tduplicate\x18\x03 \x01(\x08\"\xa7\x01\n\x0cQueryRequest\x12\x0b\n\x03run\x18\x01 \x01(\t\x12\x11\n\x04step\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x11\n\tmin_level\x18\x03 \x01(\t\x12\r\n\x05since\x18\x04 \x01(\x01\x12\r\n\x05until\x18\x05 \x01(\x01\x12\x0c\n\x04grep\x18\x06 \x01(\t\x12\r\n\x05limit\x18\x07 \x01(\r\x12\x10\n\x08\x61\x66ter_id\x18\x08 \x01(\x03\x12\x0e\n\x06newest\x18\t \x01(\x08\x42\x07\n\x05_step\"@\n\rQueryResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0f\n\x07last_id\x18\x03 \x01(\x03\"\r\n\x0bInfoRequest\"\x9c\x01\n\x0cInfoResponse\x12\x0f\n\x07service\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x03\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x0f\n\x07started\x18\x04 \x01(\x01\x12\r\n\x05items\x18\x05 \x01(\x03\x12\x0f\n\x07\x62\x61tches\x18\x06 \x01(\x03\x12\x10\n\x08\x64\x62_bytes\x18\x07 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x08 \x01(\t\x12\x0f\n\x07version\x18\t \x01(\t\"F\n\x06KVItem\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x0f\n\x07updated\x18\x04 \x01(\x01\"\x1b\n\x0cKVGetRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"D\n\rKVGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12$\n\x04item\x18\x02 \x01(\x0b\x32\x16.marin.services.KVItem\"^\n\x0cKVPutRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x1d\n\x10\x65xpected_version\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x13\n\x11_expected_version\"A\n\rKVPutResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12$\n\x04item\x18\x02 \x01(\x0b\x32\x16.marin.services.KVItem\"R\n\x0fKVDeleteRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1d\n\x10\x65xpected_version\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x13\n\x11_expected_version\"/\n\x10KVDeleteResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0f\n\x07\x65xisted\x18\x02 \x01(\x08\"C\n\rKVListRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x13\n\x0bstart_after\x18\x03 \x01(\t\"E\n\x0eKVListResponse\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.marin.services.KVItem\x12\x0c\n\x04more\x18\x02 \x01(\x08\x32\xdb\x01\n\nLogService\x12\x44\n\x05Write\x12\x1c.marin.services.WriteRequest\x1a\x1d.marin.services.WriteResponse\x12\x44\n\x05Query\x12\x1c.marin.services.QueryRequest\x1a\x1d.marin.services.QueryResponse\x12\x41\n\x04Info\x12\x1b.marin.services.InfoRequest\x1a\x1c.marin.services.InfoResponse2\xea\x02\n\tKVService\x12\x42\n\x03Get\x12\x1c.marin.services.KVGetRequest\x1a\x1d.marin.services.KVGetResponse\x12\x42\n\x03Put\x12\x1c.marin.services.KVPutRequest\x1a\x1d.marin.services.KVPutResponse\x12K\n\x06\x44\x65lete\x12\x1f.marin.services.KVDeleteRequest\x1a .marin.services.KVDeleteResponse\x12\x45\n\x04List\x12\x1d.marin.services.KVListRequest\x1a\x1e.marin.services.KVListResponse\x12\x41\n\x04Info\x12\x1b.marin.services.InfoRequest\x1a\x1c.marin.services.InfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#marin/services/proto/services.proto\x12\x0emarin.services\"\x98\x01\n\nLogColumns\x12\x11\n\ttimestamp\x18\x01 \x03(\x01\x12\r\n\x05level\x18\x02 \x03(\t\x12\x0b\n\x03msg\x18\x03 \x03(\t\x12\x0b\n\x03run\x18\x04 \x03(\t\x12\x0c\n\x04step\x18\x05 \x03(\x03\x12\x10\n\x08has_step\x18\x06 \x03(\x08\x12\x0e\n\x06source\x18\x07 \x03(\t\x12\x12\n\nextra_json\x18\x08 \x03(\t\x12\n\n\x02id\x18\t \x03(\x03\"N\n\x0cWriteRequest\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x0f\n\x07payload\x18\x03 \x01(\x0c\x12\r\n\x05\x63ount\x18\x04 \x01(\r\";\n\nEntryError\x12\r\n\x05index\x18\x01 \x01(\r\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"`\n\rWriteResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12*\n\x06\x65rrors\x18\x02 \x03(\x0b\x32\x1a.marin.services.EntryError\x12\x11\n\tduplicate\x18\x03 \x01(\x08\"\xa7\x01\n\x0cQueryRequest\x12\x0b\n\x03run\x18\x01 \x01(\t\x12\x11\n\x04step\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x11\n\tmin_level\x18\x03 \x01(\t\x12\r\n\x05since\x18\x04 \x01(\x01\x12\r\n\x05until\x18\x05 \x01(\x01\x12\x0c\n\x04grep\x18\x06 \x01(\t\x12\r\n\x05limit\x18\x07 \x01(\r\x12\x10\n\x08\x61\x66ter_id\x18\x08 \x01(\x03\x12\x0e\n\x06newest\x18\t \x01(\x08\x42\x07\n\x05_step\"N\n\rQueryResponse\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0f\n\x07last_id\x18\x03 \x01(\x03\x12\x0c\n\x04more\x18\x04 \x01(\x08\"\r\n\x0bInfoRequest\"\x9c\x01\n\x0cInfoResponse\x12\x0f\n\x07service\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x03\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x0f\n\x07started\x18\x04 \x01(\x01\x12\r\n\x05items\x18\x05 \x01(\x03\x12\x0f\n\x07\x62\x61tches\x18\x06 \x01(\x03\x12\x10\n\x08\x64\x62_bytes\x18\x07 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x08 \x01(\t\x12\x0f\n\x07version\x18\t \x01(\t\"F\n\x06KVItem\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x0f\n\x07updated\x18\x04 \x01(\x01\"\x1b\n\x0cKVGetRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\"D\n\rKVGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12$\n\x04item\x18\x02 \x01(\x0b\x32\x16.marin.services.KVItem\"^\n\x0cKVPutRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x1d\n\x10\x65xpected_version\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x13\n\x11_expected_version\"A\n\rKVPutResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12$\n\x04item\x18\x02 \x01(\x0b\x32\x16.marin.services.KVItem\"R\n\x0fKVDeleteRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1d\n\x10\x65xpected_version\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x13\n\x11_expected_version\"/\n\x10KVDeleteResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0f\n\x07\x65xisted\x18\x02 \x01(\x08\"C\n\rKVListRequest\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\x12\x13\n\x0bstart_after\x18\x03 \x01(\t\"E\n\x0eKVListResponse\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.marin.services.KVItem\x12\x0c\n\x04more\x18\x02 \x01(\x08\x32\xdb\x01\n\nLogService\x12\x44\n\x05Write\x12\x1c.marin.services.WriteRequest\x1a\x1d.marin.services.WriteResponse\x12\x44\n\x05Query\x12\x1c.marin.services.QueryRequest\x1a\x1d.marin.services.QueryResponse\x12\x41\n\x04Info\x12\x1b.marin.services.InfoRequest\x1a\x1c.marin.services.InfoResponse2\xea\x02\n\tKVService\x12\x42\n\x03Get\x12\x1c.marin.services.KVGetRequest\x1a\x1d.marin.services.KVGetResponse\x12\x42\n\x03Put\x12\x1c.marin.services.KVPutRequest\x1a\x1d.marin.services.KVPutResponse\x12K\n\x06\x44\x65lete\x12\x1f.marin.services.KVDeleteRequest\x1a .marin.services.KVDeleteResponse\x12\x45\n\x04List\x12\x1d.marin.services.KVListRequest\x1a\x1e.marin.services.KVListResponse\x12\x41\n\x04Info\x12\x1b.marin.services.InfoRequest\x1a\x1c.marin.services.InfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,31 +42,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUERYREQUEST']._serialized_start=450
   _globals['_QUERYREQUEST']._serialized_end=617
   _globals['_QUERYRESPONSE']._serialized_start=619
-  _globals['_QUERYRESPONSE']._serialized_end=683
-  _globals['_INFOREQUEST']._serialized_start=685
-  _globals['_INFOREQUEST']._serialized_end=698
-  _globals['_INFORESPONSE']._serialized_start=701
-  _globals['_INFORESPONSE']._serialized_end=857
-  _globals['_KVITEM']._serialized_start=859
-  _globals['_KVITEM']._serialized_end=929
-  _globals['_KVGETREQUEST']._serialized_start=931
-  _globals['_KVGETREQUEST']._serialized_end=958
-  _globals['_KVGETRESPONSE']._serialized_start=960
-  _globals['_KVGETRESPONSE']._serialized_end=1028
-  _globals['_KVPUTREQUEST']._serialized_start=1030
-  _globals['_KVPUTREQUEST']._serialized_end=1124
-  _globals['_KVPUTRESPONSE']._serialized_start=1126
-  _globals['_KVPUTRESPONSE']._serialized_end=1191
-  _globals['_KVDELETEREQUEST']._serialized_start=1193
-  _globals['_KVDELETEREQUEST']._serialized_end=1275
-  _globals['_KVDELETERESPONSE']._serialized_start=1277
-  _globals['_KVDELETERESPONSE']._serialized_end=1324
-  _globals['_KVLISTREQUEST']._serialized_start=1326
-  _globals['_KVLISTREQUEST']._serialized_end=1393
-  _globals['_KVLISTRESPONSE']._serialized_start=1395
-  _globals['_KVLISTRESPONSE']._serialized_end=1464
-  _globals['_LOGSERVICE']._serialized_start=1467
-  _globals['_LOGSERVICE']._serialized_end=1686
-  _globals['_KVSERVICE']._serialized_start=1689
-  _globals['_KVSERVICE']._serialized_end=2051
+  _globals['_QUERYRESPONSE']._serialized_end=697
+  _globals['_INFOREQUEST']._serialized_start=699
+  _globals['_INFOREQUEST']._serialized_end=712
+  _globals['_INFORESPONSE']._serialized_start=715
+  _globals['_INFORESPONSE']._serialized_end=871
+  _globals['_KVITEM']._serialized_start=873
+  _globals['_KVITEM']._serialized_end=943
+  _globals['_KVGETREQUEST']._serialized_start=945
+  _globals['_KVGETREQUEST']._serialized_end=972
+  _globals['_KVGETRESPONSE']._serialized_start=974
+  _globals['_KVGETRESPONSE']._serialized_end=1042
+  _globals['_KVPUTREQUEST']._serialized_start=1044
+  _globals['_KVPUTREQUEST']._serialized_end=1138
+  _globals['_KVPUTRESPONSE']._serialized_start=1140
+  _globals['_KVPUTRESPONSE']._serialized_end=1205
+  _globals['_KVDELETEREQUEST']._serialized_start=1207
+  _globals['_KVDELETEREQUEST']._serialized_end=1289
+  _globals['_KVDELETERESPONSE']._serialized_start=1291
+  _globals['_KVDELETERESPONSE']._serialized_end=1338
+  _globals['_KVLISTREQUEST']._serialized_start=1340
+  _globals['_KVLISTREQUEST']._serialized_end=1407
+  _globals['_KVLISTRESPONSE']._serialized_start=1409
+  _globals['_KVLISTRESPONSE']._serialized_end=1478
+  _globals['_LOGSERVICE']._serialized_start=1481
+  _globals['_LOGSERVICE']._serialized_end=1700
+  _globals['_KVSERVICE']._serialized_start=1703
+  _globals['_KVSERVICE']._serialized_end=2065
 # @@protoc_insertion_point(module_scope)

@@ -83,14 +83,16 @@ class QueryRequest(_message.Message):
     def __init__(self, run: _Optional[str] = ..., step: _Optional[int] = ..., min_level: _Optional[str] = ..., since: _Optional[float] = ..., until: _Optional[float] = ..., grep: _Optional[str] = ..., limit: _Optional[int] = ..., after_id: _Optional[int] = ..., newest: _Optional[bool] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
-    __slots__ = ("payload", "count", "last_id")
+    __slots__ = ("payload", "count", "last_id", "more")
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ID_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     payload: bytes
     count: int
     last_id: int
-    def __init__(self, payload: _Optional[bytes] = ..., count: _Optional[int] = ..., last_id: _Optional[int] = ...) -> None: ...
+    more: bool
+    def __init__(self, payload: _Optional[bytes] = ..., count: _Optional[int] = ..., last_id: _Optional[int] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class InfoRequest(_message.Message):
     __slots__ = ()

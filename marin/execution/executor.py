@@ -153,7 +153,13 @@ def signals_interrupt(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)
         yield
         return
 
+    owner = os.getpid()
+
     def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:  # a step's forked child: the signal's default, at once
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise Interrupted(signum)
 
     previous = {s: signal.signal(s, handler) for s in signums

@@ -45,6 +45,7 @@ from marin.execution.status import (
     status_path,
 )
 from marin.storage import Blob, Storage, get_storage, scheme_of
+from marin.storage.files import resolve_under
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class StepJob:
     """Run even though the planned status is SUCCESS (forced, or its output is missing)."""
     resume: bool = False
     """Start from a copy of the latest unfinished attempt's files (see ExecutorStep)."""
+    prefix: str | None = None
+    """The executor's prefix: no record or output is written where a link leads out of it."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,10 @@ class ActiveSteps:
 def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome:
     active = active if active is not None else ActiveSteps()
     storage = get_storage(job.output_path)
+    if job.prefix is not None:  # before anything is written: a link may lead elsewhere
+        for path in (job.output_path, lease_path(job.output_path), status_path(job.output_path),
+                     info_path(job.output_path), attempt_path(job.output_path, job.run_id)):
+            resolve_under(job.prefix, path)
     item = _Active(job, Lease(storage, lease_path(job.output_path), job.run_id, job.lease_ttl),
                    storage)
     lease = item.lease

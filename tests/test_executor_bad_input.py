@@ -142,3 +142,12 @@ def test_an_existing_prefix_on_a_read_only_file_system_is_one_line(tmp_path: Pat
             _one_line_error(_marin("executor", "--prefix", str(where), HELLO),
                             f"prefix {where} is not writable", "--prefix")
         assert list(prefix.iterdir()) == []
+
+
+@slow
+def test_a_prefix_that_is_a_file_is_one_line(tmp_path: Path):
+    prefix = tmp_path / "prefix"
+    prefix.write_text("not a folder\n")
+    _one_line_error(_marin("executor", "--prefix", str(prefix), HELLO),
+                    f"prefix {prefix} is a file, not a folder")
+    assert prefix.read_text() == "not a folder\n"

@@ -124,6 +124,8 @@ class LocalStorage(Storage):
 
     def check_writable(self, path: str) -> None:
         folder = local_path(path)
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise StorageError(f"prefix {path} is a file, not a folder; choose another --prefix")
         probe = os.path.join(folder, f".marin-write-probe-{uuid.uuid4().hex}")
         try:
             os.makedirs(folder, exist_ok=True)

@@ -12,9 +12,17 @@ from collections import namedtuple
 from dataclasses import dataclass
 
 import pydantic
+import pytest
 
 from marin.execution import ExecutorStep, StepGraph, output_path_of, this_output_path
-from marin.execution.config_tree import Kind, iter_leaves, kind_of, map_leaves
+from marin.execution.config_tree import (
+    MAX_DEPTH,
+    ConfigStructureError,
+    Kind,
+    iter_leaves,
+    kind_of,
+    map_leaves,
+)
 from marin.execution.graph import dependencies_of
 from marin.execution.status import decode_info, encode_info
 from marin.execution.step import OutputPathOf
@@ -165,3 +173,69 @@ def test_map_leaves_keeps_unchanged_trees_and_rebuilds_changed_ones():
     assert mapped["change"] == [Record("resolved")]
     untouched = {"a": [1, 2], "b": {"c": (3,)}}
     assert map_leaves(untouched, lambda leaf: "never") is untouched
+
+
+def _self_list() -> list:
+    loop: list = [1]
+    loop.append(loop)
+    return loop
+
+
+def _self_dict() -> dict:
+    loop: dict = {"a": 1}
+    loop["me"] = loop
+    return loop
+
+
+@dataclass
+class Mutable:
+    child: object = None
+
+
+def _self_record() -> Mutable:
+    record = Mutable()
+    record.child = [record]
+    return record
+
+
+@pytest.mark.parametrize("make, field, back_to", [
+    (_self_list, "config['loop'][1]", "config['loop']"),
+    (_self_dict, "config['loop']['me']", "config['loop']"),
+    (_self_record, "config['loop'].child[0]", "config['loop']"),
+])
+def test_a_config_that_contains_itself_is_refused_by_every_walk(make, field, back_to):
+    config = {"out": this_output_path(), "loop": make()}
+    step = ExecutorStep("cyclic", noop, config)
+    assert dependencies_of(step) == []  # the dependency walk ends instead of looping
+    with pytest.raises(ConfigStructureError) as info:
+        StepGraph.build([step], "/p")
+    message = str(info.value)
+    assert message.startswith(f"step 'cyclic': {field}: the config contains itself")
+    assert f"(back to {back_to})" in message and "\n" not in message
+    with pytest.raises(ConfigStructureError, match="contains itself"):
+        map_leaves(config, lambda leaf: leaf)
+    with pytest.raises(ConfigStructureError, match="contains itself"):
+        encode_info({"config": config})
+
+
+def test_a_value_shared_by_two_fields_is_no_cycle():
+    shared = [1, 2, {"x": 3}]
+    step = ExecutorStep("shared", noop, {"a": shared, "b": shared, "c": [shared, shared]})
+    node = StepGraph.build([step], "/p").nodes[0]
+    assert node.version["config"]["c"] == [[1, 2, {"x": 3}]] * 2
+
+
+def test_a_config_nested_too_deeply_is_one_line_naming_the_limit():
+    deep: object = 1
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ConfigStructureError) as info:
+        StepGraph.build([ExecutorStep("deep", noop, {"d": deep})], "/p")
+    message = str(info.value)
+    assert message.startswith("step 'deep': config['d'][0][0]")
+    assert f"more than {MAX_DEPTH} levels deep" in message and "\n" not in message
+    assert len(message) < 300
+    shallow: object = 1
+    for _ in range(MAX_DEPTH - 2):  # within the limit (the dict is one level): hashed
+        shallow = [shallow]
+    StepGraph.build([ExecutorStep("shallow", noop, {"d": shallow})], "/p")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import math
 import os
 import subprocess
@@ -32,16 +33,31 @@ class Outer:
     fn: object = len
 
 
+def _strict(raw: bytes) -> object:
+    """``raw`` parsed as JSON proper, which has no NaN or Infinity."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(raw, parse_constant=refuse)
+
+
 def test_configs_become_plain_json():
-    info = decode_info(encode_info({"version": {"v": 1}, "config": Outer(),
-                                    "nan": math.nan}))
+    info = decode_info(encode_info({"version": {"v": 1}, "config": Outer()}))
     assert info["version"] == {"v": 1}
     assert info["config"] == {
         "inner": {"color": "red", "sizes": [10, 100, 9]},  # sorted by their JSON text
         "table": {"2": "b", "null": "n", "true": "t", "1.5": "f", "s": "x"},
         "fn": repr(len),
     }
-    assert math.isnan(info["nan"])
+
+
+def test_non_finite_floats_are_written_as_valid_json_and_old_files_still_read():
+    config = {"lr": math.nan, "clip": [math.inf, -math.inf], "ok": 0.5}
+    raw = encode_info({"version": 1, "config": config})
+    assert _strict(raw)["config"] == {"lr": "nan", "clip": ["inf", "-inf"], "ok": 0.5}
+    old = b'{"version": 1, "config": {"lr": NaN, "clip": [Infinity, -Infinity]}}'
+    read = decode_info(old)["config"]  # as written before: bare constants
+    assert math.isnan(read["lr"]) and read["clip"] == [math.inf, -math.inf]
 
 
 def test_mixed_key_types_do_not_break_sorted_output():

@@ -23,6 +23,12 @@ Design note: the walk and the rules above live here only. Hashing
 (``marin.execution.hashing``), resolution (``map_leaves``) and ``.executor_info`` encoding
 (``marin.execution.status``) differ only in what they make of leaves and markers and how
 they combine a container's results, so a container type added here reaches all three.
+
+Every walk refuses a config that contains itself (``l = []; l.append(l)``, a dict holding
+itself) and one nested more than ``MAX_DEPTH`` levels deep, with a ``ConfigStructureError``
+naming the field path: a cycle would make the walk endless, and a 100,000-deep nesting
+would end it in a ``RecursionError``. A value shared by two fields is no cycle: only a
+container inside itself is.
 """
 
 from __future__ import annotations
@@ -47,6 +53,36 @@ R = TypeVar("R")
 _ATOMS = frozenset({str, int, float, bool, type(None), bytes})
 
 MARKERS = (ExecutorStep, OutputPathOf, ThisOutputPath, VersionedValue, UnversionedValue)
+
+#: How deeply containers may nest in a config; real configs stay far below.
+MAX_DEPTH = 100
+
+
+class ConfigStructureError(ValueError):
+    """A config contains itself, or nests deeper than ``MAX_DEPTH``; the message names the
+    field path (and the step, once ``in_step`` added it)."""
+
+    def in_step(self, name: str) -> ConfigStructureError:
+        return ConfigStructureError(f"step {name!r}: {self}")
+
+
+def _cycle_error(path: str | None, back_to: str | None) -> ConfigStructureError:
+    where = _short(path) if path is not None else "a field"
+    target = f" (back to {_short(back_to)})" if back_to is not None else ""
+    return ConfigStructureError(
+        f"{where}: the config contains itself{target}; a config must be a tree: put a copy "
+        "there, or pass the shared value's name instead")
+
+
+def _depth_error(path: str | None) -> ConfigStructureError:
+    where = _short(path) if path is not None else "a field"
+    return ConfigStructureError(
+        f"{where}: the config nests more than {MAX_DEPTH} levels deep; pass deep data as a "
+        "file (a path in the config) instead")
+
+
+def _short(path: str, limit: int = 120) -> str:
+    return path if len(path) <= limit else f"{path[:limit - 3]}..."
 
 
 class Kind(enum.Enum):
@@ -178,33 +214,49 @@ class ConfigVisitor(Generic[R]):
     A dataclass field declared ``unversioned_field`` is walked unless
     ``keep_unversioned(value)`` says no."""
 
+    _on_path: dict[int, str | None] | None = None
+    """The containers (and markers) being walked, from the root down: id to path."""
+
     def visit(self, value: Any, path: str | None = "config") -> R:
         cls = type(value)
         kind = _KINDS.get(cls) or kind_of(value)
         if kind is Kind.LEAF:
             return self.leaf(value, path)
-        if kind is Kind.MARKER:
-            return self.marker(value, path)
-        # The children of each kind, as ``children`` lists them; inlined, as this loop is
-        # the hot path of hashing 10,000-step graphs.
-        visit = self.visit
-        items: list[tuple[Any, Any, R]]
-        if kind is Kind.RECORD:
-            items = []
-            for name, unversioned in _RECORD_FIELDS.get(cls) or record_fields(cls):
-                child = getattr(value, name)
-                if unversioned and not self.keep_unversioned(child):
-                    continue
-                items.append((name, child,
-                              visit(child, None if path is None else f"{path}.{name}")))
-        elif path is None:
-            items = [(key, child, visit(child, None)) for key, child in children(value, kind)]
-        elif kind is Kind.SEQUENCE:
-            items = [(i, child, visit(child, f"{path}[{i}]")) for i, child in enumerate(value)]
-        else:
-            items = [(key, child, visit(child, child_path(path, kind, key)))
-                     for key, child in children(value, kind)]
-        return self.container(value, kind, items, path)
+        on_path = self._on_path
+        if on_path is None:
+            on_path = self._on_path = {}
+        key = id(value)
+        if key in on_path:
+            raise _cycle_error(path, on_path[key])
+        if len(on_path) >= MAX_DEPTH:
+            raise _depth_error(path)
+        on_path[key] = path
+        try:
+            if kind is Kind.MARKER:
+                return self.marker(value, path)
+            # The children of each kind, as ``children`` lists them; inlined, as this loop
+            # is the hot path of hashing 10,000-step graphs.
+            visit = self.visit
+            items: list[tuple[Any, Any, R]]
+            if kind is Kind.RECORD:
+                items = []
+                for name, unversioned in _RECORD_FIELDS.get(cls) or record_fields(cls):
+                    child = getattr(value, name)
+                    if unversioned and not self.keep_unversioned(child):
+                        continue
+                    items.append((name, child,
+                                  visit(child, None if path is None else f"{path}.{name}")))
+            elif path is None:
+                items = [(k, child, visit(child, None)) for k, child in children(value, kind)]
+            elif kind is Kind.SEQUENCE:
+                items = [(i, child, visit(child, f"{path}[{i}]"))
+                         for i, child in enumerate(value)]
+            else:
+                items = [(k, child, visit(child, child_path(path, kind, k)))
+                         for k, child in children(value, kind)]
+            return self.container(value, kind, items, path)
+        finally:
+            del on_path[key]
 
     def keep_unversioned(self, value: Any) -> bool:
         return True
@@ -240,17 +292,24 @@ def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
 
 
 def iter_leaves(value: Any) -> Iterator[Any]:
-    """Every placeholder or marker in ``value`` (including inside versioned/unversioned)."""
+    """Every placeholder or marker in ``value`` (including inside versioned/unversioned),
+    each object once, however often the config refers to it; a cycle ends the walk there."""
     stack = [value]
+    seen: set[int] = set()  # a container met again (shared, or inside itself) is not walked
     while stack:
         item = stack.pop()
         cls = type(item)
         if cls in _ATOMS:
             continue
         kind = _KINDS.get(cls) or kind_of(item)
+        if kind is Kind.LEAF:
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
         if kind is Kind.MARKER:
             yield item
             if isinstance(item, (VersionedValue, UnversionedValue)):
                 stack.append(item.value)
-        elif kind is not Kind.LEAF:
+        else:
             stack.extend(child_values(item, kind))

@@ -153,7 +153,13 @@ def signals_interrupt(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)
         yield
         return
 
+    owner = os.getpid()
+
     def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:  # a step's forked child: the signal's default, at once
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise Interrupted(signum)
 
     previous = {s: signal.signal(s, handler) for s in signums
@@ -310,7 +316,7 @@ class _Run:
             code_fingerprint=fingerprint, run_id=self.run_id,
             lease_ttl=self.executor.lease_ttl, poll_interval=self.executor.poll_interval,
             planned_status=entry.status_record, rerun=entry.rerun,
-            resume=node.step.resumable,
+            resume=node.step.resumable, prefix=self.executor.prefix,
         )
         self.progress.step_started(entry)
         self.in_flight[self.runner.submit(job, node.step.resources)] = entry

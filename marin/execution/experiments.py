@@ -4,7 +4,9 @@
     steps = steps_of(module)
 
 An experiment is a Python file or module with a module-level ``steps`` list, or a function
-``steps()`` that returns one.
+``steps()`` that returns one. A step built with a name or sub-path that cannot be a path
+under the prefix (``ExecutorStep("..", ...)``, ``this_output_path("../x")``) is reported as
+one line naming the file and line that built it.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, TracebackType
 
-from marin.execution.step import ExecutorStep
+from marin.execution.step import ExecutorStep, StepDefinitionError
 
 #: Experiment files are loaded as modules named with this prefix and the file's stem.
 EXPERIMENT_MODULE_PREFIX = "marin_experiment_"
@@ -42,6 +45,26 @@ def find_experiments(root: Path | None = None) -> list[Path]:
 
 
 def load_experiment(spec: str) -> ModuleType:
+    try:
+        return _load(spec)
+    except StepDefinitionError as e:
+        raise ExperimentError(f"{_built_at(e.__traceback__) or spec}: {e}") from None
+
+
+def _built_at(tb: TracebackType | None) -> str | None:
+    """``file:line`` of the innermost frame outside marin itself: where the step was built."""
+    where = None
+    for frame, line in traceback.walk_tb(tb):
+        name = frame.f_code.co_filename
+        if not name.startswith((_MARIN_ROOT, "<")):  # "<string>": dataclass __init__
+            where = f"{name}:{line}"
+    return where
+
+
+_MARIN_ROOT = str(Path(__file__).resolve().parent.parent) + os.sep
+
+
+def _load(spec: str) -> ModuleType:
     path = Path(spec)
     if spec.endswith(".py") or path.exists():
         if not path.is_file():

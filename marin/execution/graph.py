@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution.config_tree import iter_leaves, map_leaves
+from marin.execution.config_tree import ConfigStructureError, iter_leaves, map_leaves
 from marin.execution.diff import diff_versions
 from marin.execution.hashing import canonical_json, canonicalize, version_hash
 from marin.execution.step import (
@@ -232,7 +232,10 @@ def _make_node(step: ExecutorStep, dep_steps: list[ExecutorStep],
                node_by_step: dict[int, StepNode], prefix: str) -> StepNode:
     _check_name_length(step.name)
     deps = [node_by_step[id(d)] for d in dep_steps]
-    config = canonicalize(step.config, lambda s: node_by_step[id(s)].key)
+    try:
+        config = canonicalize(step.config, lambda s: node_by_step[id(s)].key)
+    except ConfigStructureError as e:
+        raise e.in_step(step.name) from None
     version = {"name": step.name, "config": config}
     digest = version_hash(canonical_json(version))
     output_path = join_path(prefix, f"{step.name}-{digest}")

@@ -13,8 +13,10 @@ reader's clock, so clocks must agree to well within ``ttl``), at once when its h
 this machine (same host name and boot id) and that process is gone, and when its renewal
 lies more than ``ttl`` in the future (clock skew or a hand edit). Whoever swaps it first
 owns it; the old holder's next renewal fails, and a holder that lost its lease never
-commits. Renewing ten times per ttl lets a step hold the GIL in one long C call for up to
-nine tenths of the ttl before it risks a take-over.
+commits. Only the process that created a ``Lease`` takes, renews or releases it: in a
+forked copy of that process every operation refuses (``marin.execution.processes``).
+Renewing ten times per ttl lets a step hold the GIL in one long C call for up to nine
+tenths of the ttl before it risks a take-over.
 
 ``clock`` (default ``time.time``) is the wall clock that stamps renewals and judges
 staleness; tests pass a fake one and advance it instead of sleeping. Staleness compares
@@ -42,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from marin.execution.processes import is_owner
 from marin.storage import Storage
 
 HEARTBEATS_PER_TTL = 10
@@ -154,6 +157,7 @@ class Lease:
         self._lost = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._owner = os.getpid()  # a forked copy of this process holds no lease
 
     @property
     def held(self) -> bool:
@@ -165,6 +169,8 @@ class Lease:
 
     def try_acquire(self) -> bool:
         """Take the lease if it is free or stale; False while another holder keeps it."""
+        if not is_owner(self._owner):
+            return False
         written = time.monotonic()
         token = self.storage.create_if_absent(self.path, self._record())
         if token is not None:
@@ -190,7 +196,7 @@ class Lease:
     def renew(self) -> bool:
         """Extend the lease; False (and the lease counts as lost) if someone took it."""
         with self._lock:
-            if self._token is None or self._lost.is_set():
+            if self._token is None or self._lost.is_set() or not is_owner(self._owner):
                 return False
             self._renewals += 1
             written = time.monotonic()
@@ -211,7 +217,7 @@ class Lease:
         was created, and on ext4 deleting a file that was just replaced by a rename waits
         for its data to be written back (milliseconds, most of a trivial step's cost)."""
         with self._lock:
-            if self._token is None or self._lost.is_set():
+            if self._token is None or self._lost.is_set() or not is_owner(self._owner):
                 return False
             if time.monotonic() - self._written < self.ttl / 2:
                 current = self.storage.read(self.path)
@@ -228,6 +234,8 @@ class Lease:
 
     def release(self) -> None:
         """Stop renewing and delete the lease if it is still ours."""
+        if not is_owner(self._owner):
+            return  # a forked copy: the lease is its parent's to release
         self._stop.set()
         with self._lock:
             thread = self._thread

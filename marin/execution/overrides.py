@@ -18,7 +18,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from marin.execution.config_tree import map_leaves, with_fields
+from marin.execution.config_tree import ConfigStructureError, map_leaves, with_fields
 from marin.execution.graph import StepOrder, dependencies_of
 from marin.execution.step import (
     ExecutorStep,
@@ -105,7 +105,10 @@ def _overridden(walked: StepOrder, overrides: dict[str, str], prefix: str | None
         config = step.config
         deps = walked.dependencies[id(step)]
         if any(id(d) in replaced for d in deps):
-            config = map_leaves(config, lambda leaf: _repoint(leaf, replaced))
+            try:
+                config = map_leaves(config, lambda leaf: _repoint(leaf, replaced))
+            except ConfigStructureError as e:
+                raise e.in_step(step.name) from None
         for path, value in per_step.get(step.name, []):
             config = _set_field(config, path, value, step.name, prefix)
         new = step

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from marin.execution.status import (
 )
 from marin.execution.step import ComputeEstimate
 from marin.storage import Storage
+from marin.storage.files import local_path, resolve_under
 
 logger = logging.getLogger("marin.executor")
 
@@ -151,6 +153,7 @@ class Plan:
 
 def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOptions) -> Plan:
     nodes = graph.nodes
+    _check_folders(nodes, prefix)
     selected = _selected(graph, options.run_only, options.flag("run_only"))
     forced = _matching(graph, options.force_run, options.flag("force_run"))
     statuses = storage.read_many([status_path(n.output_path) for n in nodes])
@@ -176,6 +179,31 @@ def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOpti
     _explain_new_versions([e for e in entries if e.action == "run" and e.status is None],
                           storage)
     return Plan(prefix, graph, entries)
+
+
+def _check_folders(nodes: Sequence[StepNode], prefix: str) -> None:
+    """On a local prefix, refuse a step folder (or a folder above it) that a symbolic link
+    leads out of the prefix: nothing is read or written through it. One listing per parent
+    folder finds the links among the step folders."""
+    if local_path(prefix) is None:
+        return
+    links: dict[str, frozenset[str]] = {}
+    for node in nodes:
+        folder, _, name = node.output_path.rpartition("/")
+        found = links.get(folder)
+        if found is None:
+            resolve_under(prefix, folder)
+            found = links[folder] = _links_in(local_path(folder) or folder)
+        if name in found:
+            resolve_under(prefix, node.output_path)
+
+
+def _links_in(folder: str) -> frozenset[str]:
+    try:
+        with os.scandir(folder) as entries:
+            return frozenset(e.name for e in entries if e.is_symlink())
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
 
 
 def _compile(patterns: Sequence[str], flag: str) -> list[re.Pattern[str]]:

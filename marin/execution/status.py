@@ -16,6 +16,7 @@ import getpass
 import hashlib
 import inspect
 import json
+import math
 import os
 import subprocess
 import sys
@@ -128,11 +129,15 @@ def attempt_path(output_path: str, run_id: str) -> str:
 def encode_info(info: dict[str, Any]) -> bytes:
     """The JSON of an info record. Configs inside it are walked by ``config_tree``'s rules:
     records become objects, sets sorted arrays, enums their values, anything else with no
-    JSON form its ``repr``."""
-    return json.dumps(_InfoData().visit(info, None), indent=1, sort_keys=True).encode()
+    JSON form its ``repr``; a NaN or infinite float, which JSON has no number for, is
+    written as its ``repr`` too (``"nan"``, ``"inf"``, ``"-inf"``)."""
+    return json.dumps(_InfoData().visit(info, None), indent=1, sort_keys=True,
+                      allow_nan=False).encode()
 
 
 def decode_info(raw: bytes) -> dict[str, Any]:
+    """The info record in ``raw``; files written before non-finite floats became strings
+    (with bare ``NaN`` / ``Infinity``) read as they always did."""
     try:
         info = json.loads(raw)
     except ValueError as e:
@@ -146,6 +151,8 @@ class _InfoData(ConfigVisitor[Any]):
     """JSON data for an info file: readable, not an identity (that is ``hashing``'s)."""
 
     def leaf(self, value: Any, path: str | None) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return repr(float(value))
         if value is None or isinstance(value, (str, int, float)):
             return value  # json writes these, their subclasses (IntEnum, StrEnum) included
         if isinstance(value, enum.Enum):

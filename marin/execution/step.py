@@ -27,6 +27,8 @@ and ``step.cd("f")`` build one), ``OutputName`` is ``ThisOutputPath``, and
 from __future__ import annotations
 
 import dataclasses
+import math
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -36,6 +38,52 @@ T = TypeVar("T")
 
 UNVERSIONED_METADATA_KEY = "marin.unversioned"
 EXTERNAL_METADATA_KEY = "marin.external_path"
+
+
+class StepDefinitionError(ValueError):
+    """A step or placeholder is built with a name or sub-path that cannot be a path under
+    the prefix; the message names it and the rule, in one line."""
+
+
+def check_step_name(name: object) -> None:
+    """Refuse a step name that is not a plain relative path of visible parts: an output
+    folder is ``<prefix>/<name>-<hash>``, so the name must stay under the prefix, keep out
+    of the executor's own folders (``.marin``, ``.attempts``) and print as what it is."""
+    if not isinstance(name, str) or not name:
+        raise StepDefinitionError(
+            f"ExecutorStep name must be a non-empty string, got {name!r}")
+    rule = _path_rule_broken(name)
+    if rule is None:
+        parts = name.split("/")
+        if "" in parts:
+            rule = "it must have no empty parts ('//') and no leading or trailing '/'"
+        elif "." in parts:
+            rule = "it must not contain '.' or '..' parts"
+        elif any(part.startswith(".") for part in parts):
+            rule = ("no part may start with '.': the executor keeps its own files there "
+                    "(.marin, .attempts, .executor_status)")
+    if rule is not None:
+        raise StepDefinitionError(f"ExecutorStep name {name!r}: {rule}")
+
+
+def _path_rule_broken(text: str) -> str | None:
+    """The rule a name or sub-path breaks that applies to both, or None."""
+    if "://" in text or (len(text) > 1 and text[1] == ":" and text[0].isalpha()):
+        return "it must be a relative path, not a URL or a drive"
+    if text.startswith(("/", "~")):
+        return "it must be a relative path, not an absolute one"
+    if ".." in text.replace("\\", "/").split("/"):
+        return "it must not contain '.' or '..' parts"
+    bad = next((c for c in text if unicodedata.category(c) in _INVISIBLE), None)
+    if bad is not None:
+        return (f"it contains the control or formatting character U+{ord(bad):04X}, which "
+                "listings would not show as it is (newlines, tabs, bidirectional overrides)")
+    return None
+
+
+#: Unicode categories refused in names: controls, formatting (bidirectional overrides,
+#: zero-width characters), line and paragraph separators, surrogates.
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +115,14 @@ class ComputeEstimate:
     flops: float = 0.0
     device_hours: float = 0.0
 
+    def __post_init__(self) -> None:
+        for name in ("flops", "device_hours"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value >= 0):
+                raise StepDefinitionError(f"ComputeEstimate {name} must be a finite number of "
+                                          f"at least 0, got {value!r}")
+
 
 @dataclass(frozen=True, eq=False)
 class ExecutorStep(Generic[ConfigT]):
@@ -95,13 +151,7 @@ class ExecutorStep(Generic[ConfigT]):
     resumable: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.strip("/"):
-            raise ValueError(f"ExecutorStep name must be a non-empty string, got {self.name!r}")
-        if self.name != self.name.strip("/") or "//" in self.name or ".." in self.name.split("/"):
-            raise ValueError(
-                f"ExecutorStep name {self.name!r} must be a relative path without '..', "
-                "empty parts or leading/trailing slashes"
-            )
+        check_step_name(self.name)
         if not callable(self.fn):
             raise TypeError(f"ExecutorStep {self.name!r}: fn must be callable, got {self.fn!r}")
 
@@ -270,14 +320,13 @@ def is_external_path_field(f: dataclasses.Field) -> bool:
 
 
 def check_sub_path(sub: str, where: str) -> str:
-    """``sub`` when it is a relative path inside an output; ValueError otherwise."""
+    """``sub`` when it is a relative path inside an output; StepDefinitionError otherwise."""
     if not isinstance(sub, str):
         raise TypeError(f"{where}: the sub-path must be a string, got {type(sub).__name__}")
-    parts = sub.replace("\\", "/").split("/")
-    if "://" in sub or sub.startswith(("/", "~")) or ".." in parts or (
-            len(sub) > 1 and sub[1] == ":"):
-        raise ValueError(f"{where}: sub-path {sub!r} must stay inside the output: a relative "
-                         "path without '..', not absolute and not a URL")
+    rule = _path_rule_broken(sub)
+    if rule is not None:
+        raise StepDefinitionError(f"{where}: sub-path {sub!r} must stay inside the output: "
+                                  f"{rule}")
     return sub
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.lease import Lease, LeaseRecord
+from marin.execution.processes import StepChildren, leave_if_forked
 from marin.execution.states import StepState
 from marin.execution.status import (
     StatusRecord,
@@ -44,6 +45,7 @@ from marin.execution.status import (
     status_path,
 )
 from marin.storage import Blob, Storage, get_storage, scheme_of
+from marin.storage.files import resolve_under
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class StepJob:
     """Run even though the planned status is SUCCESS (forced, or its output is missing)."""
     resume: bool = False
     """Start from a copy of the latest unfinished attempt's files (see ExecutorStep)."""
+    prefix: str | None = None
+    """The executor's prefix: no record or output is written where a link leads out of it."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,8 @@ class _Active:
     storage: Storage
     lock: threading.Lock = field(default_factory=threading.Lock)
     cancelled: bool = False
+    owner: int = field(default_factory=os.getpid)
+    """The process that runs the step; a forked copy of it never writes its records."""
 
 
 class ActiveSteps:
@@ -152,6 +158,10 @@ class ActiveSteps:
 def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome:
     active = active if active is not None else ActiveSteps()
     storage = get_storage(job.output_path)
+    if job.prefix is not None:  # before anything is written: a link may lead elsewhere
+        for path in (job.output_path, lease_path(job.output_path), status_path(job.output_path),
+                     info_path(job.output_path), attempt_path(job.output_path, job.run_id)):
+            resolve_under(job.prefix, path)
     item = _Active(job, Lease(storage, lease_path(job.output_path), job.run_id, job.lease_ttl),
                    storage)
     lease = item.lease
@@ -174,32 +184,58 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         attempt = attempt_path(job.output_path, job.run_id)
         if job.resume:
             _adopt_latest_attempt(storage, job)
+        children = StepChildren.start()
         try:
             with _exit_guard():
                 job.fn(job.config)
         except BaseException as e:  # the step's own failure, whatever its type
+            leave_if_forked(item.owner, _exit_code(e))
             tb = traceback.format_exc()
+            children.end()
             if not lease.confirm():  # never overwrite the status of a step someone took over
                 return cancelled if item.cancelled else _lost(job, storage, started)
             if not active.write_status(item, StepState.FAILED, error=_one_line(e), tb=tb):
                 return cancelled
             return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started,
                                _one_line(e), tb)
+        leave_if_forked(item.owner)
+        ended, survivors = children.end()  # no process of the step may outlive its commit
         if item.cancelled:
             return cancelled
         if not lease.confirm():
             return _lost(job, storage, started)
+        if survivors:
+            error = (f"the step left processes running that did not end on SIGKILL (pids "
+                     f"{', '.join(map(str, survivors))}); its output is not committed")
+            if not active.write_status(item, StepState.FAILED, error=error):
+                return cancelled
+            return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started, error)
         misdirected = _misdirected_output(attempt)
         if misdirected is not None:
             if not active.write_status(item, StepState.FAILED, error=misdirected):
                 return cancelled
             return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started, misdirected)
-        outputs = storage.move_tree(attempt, job.output_path)
+        moving = time.monotonic()
+        try:
+            outputs = storage.move_tree(attempt, job.output_path)
+        except OSError:
+            # Paused in the middle of the commit past the ttl: the executor that took the
+            # step over committed and removed this attempt's folder under it.
+            if not lease.confirm():
+                return _lost(job, storage, started)
+            raise
+        # A commit that took long (a pause, a slow store) checks the lease again before it
+        # writes SUCCESS over what a new holder may write.
+        if lease.lost or (time.monotonic() - moving > lease.ttl / 4 and not lease.confirm()):
+            return _lost(job, storage, started)
         if not active.write_status(item, StepState.SUCCEEDED, outputs=outputs):
             return cancelled  # CANCELLED: the next run redoes the step
         if outputs or not fresh or job.resume or storage.has_folders:
             storage.delete_tree(attempts_folder(job.output_path))
         notes = [] if outputs else [f"wrote no files under {job.output_path}"]
+        if ended:
+            notes.append(f"ended {len(ended)} process(es) the step left running (pids "
+                         f"{', '.join(map(str, ended[:5]))}{' ...' if len(ended) > 5 else ''})")
         if lease.took_over_from is not None:
             notes.append(takeover_note(lease.took_over_from, lease.took_over_reason))
         return StepOutcome(job.key, StepState.SUCCEEDED, time.monotonic() - started,
@@ -332,9 +368,17 @@ def release_step(output_path: str, run_id: str, reason: str) -> None:
 
 def _write_status(item: _Active, status: StepState, error: str | None = None,
                   tb: str | None = None, outputs: list[str] | None = None) -> None:
+    leave_if_forked(item.owner)
     record = StatusRecord.now(status, item.job.run_id, item.job.code_fingerprint, error, tb,
                               outputs)
     item.storage.write(status_path(item.job.output_path), record.encode())
+
+
+def _exit_code(e: BaseException) -> int:
+    """The status a forked child leaves with when it raised ``e`` into the worker."""
+    if isinstance(e, SystemExit):
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return 1
 
 
 def _one_line(e: BaseException) -> str:

@@ -124,17 +124,26 @@ class LocalStorage(Storage):
 
     def check_writable(self, path: str) -> None:
         folder = local_path(path)
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise StorageError(f"prefix {path} is a file, not a folder; choose another --prefix")
         probe = os.path.join(folder, f".marin-write-probe-{uuid.uuid4().hex}")
         try:
             os.makedirs(folder, exist_ok=True)
             _write_new(probe, b"")
         except OSError as e:
+            # Removing a probe that was never created would fail again (on a read-only file
+            # system) and hide this error behind that one.
+            with contextlib.suppress(OSError):
+                os.unlink(probe)
             raise StorageError(
-                f"prefix {path} is not writable ({e.strerror or e}); choose another --prefix "
-                "or fix the folder's permissions"
-            ) from e
-        finally:
-            _unlink_quietly(probe)
+                f"prefix {path} is not writable ({e.strerror or e}); choose another --prefix, "
+                "or fix the folder's permissions or the mount (read-only?)"
+            ) from None
+        try:
+            os.unlink(probe)
+        except OSError as e:
+            raise StorageError(f"prefix {path}: cannot remove the write probe {probe} "
+                               f"({e.strerror or e}); check the folder's permissions") from None
 
 
 def _read_file(path: str) -> bytes:

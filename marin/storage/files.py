@@ -14,6 +14,9 @@ This module is the one place for URL handling outside the executor's own records
   ``s3a://`` is ``s3://``, ``file://x`` is the path ``x``); ``url_to_fs`` gives the
   filesystem and its path for a URL, and ``url_of`` turns such a path back into a URL of
   the same scheme, so listings (``glob``, ``find``) return URLs callers can open again.
+* **Containment**: ``resolve_under(prefix, url)`` follows symbolic links and refuses, with
+  one ``StorageError`` line, a URL that leads outside ``prefix`` (a folder or file under the
+  prefix that links elsewhere, a ``..``); it returns the path to open.
 * **Atomic writes**: ``atomic_write`` writes to a temporary file and moves it into place
   when the block ends without an error (a rename on disk; one upload on object stores,
   where an object appears only once its upload completes). An exception leaves nothing at
@@ -38,16 +41,17 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from typing import IO, Any
 
-from marin.storage import UnknownSchemeError, get_storage, scheme_of
+from marin.storage import StorageError, UnknownSchemeError, get_storage, scheme_of
 from marin.storage._local import temporary_name
 
 __all__ = ["atomic_write", "exists", "filesystem", "find", "glob", "is_local", "join_url",
-           "local_path", "move_into_place", "normalize_url", "open_url", "url_of",
-           "url_to_fs"]
+           "local_path", "move_into_place", "normalize_url", "open_url", "resolve_under",
+           "url_of", "url_to_fs"]
 
 #: Other spellings of a scheme, and the one marin uses.
 SCHEME_ALIASES = {"gcs": "gs", "s3a": "s3", "local": "file"}
@@ -86,6 +90,57 @@ def local_path(url: str) -> str | None:
     """The path on disk that ``url`` names, or None for a URL of another scheme."""
     url = normalize_url(url)
     return url if scheme_of(url) == "file" else None
+
+
+def resolve_under(prefix: str, url: str) -> str:
+    """The path to open for ``url``, which must lie under ``prefix`` once symbolic links
+    are followed: ``url`` itself when no link lies between the prefix and it, else the path
+    the links lead to. A ``StorageError`` naming both (one line) when it leads outside: a
+    step folder that links to a folder elsewhere, a file that links to ``/etc/passwd``, a
+    ``..`` part. Object stores have no links: their URLs are compared as text.
+
+    ``resolve_under("/data/p", "/data/p/step-1a2b/x.json") == "/data/p/step-1a2b/x.json"``
+    """
+    root, target = local_path(prefix), local_path(url)
+    if root is None or target is None:
+        return _remote_under(normalize_url(prefix), normalize_url(url))
+    root, target = os.path.abspath(root), os.path.abspath(target)
+    if target != root and not target.startswith(root.rstrip(os.sep) + os.sep):
+        raise StorageError(f"{url} is not under the prefix {prefix}; only paths under the "
+                           "prefix are read or written there")
+    if not _link_below(root, target):
+        return target
+    real_root, real = os.path.realpath(root), os.path.realpath(target)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise StorageError(
+            f"{url} leads outside the prefix {prefix} (to {real}) through a symbolic link; "
+            "remove the link, or move what it points to under the prefix")
+    return real
+
+
+def _link_below(root: str, target: str) -> bool:
+    """Whether a part of ``target`` below ``root`` is a symbolic link (one ``lstat`` per
+    part, up to the first that does not exist)."""
+    path = root
+    for part in target[len(root):].split(os.sep):
+        if not part:
+            continue
+        path = os.path.join(path, part)
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return True
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+    return False
+
+
+def _remote_under(prefix: str, url: str) -> str:
+    rest = url[len(prefix):] if url.startswith(prefix) else None
+    if rest is None or (rest and not (rest.startswith("/") or prefix.endswith("/"))) or any(
+            part in (".", "..") for part in rest.split("/")):
+        raise StorageError(f"{url} is not under the prefix {prefix}; only paths under the "
+                           "prefix are read or written there")
+    return url
 
 
 def filesystem(url: str) -> Any:

@@ -214,8 +214,11 @@ def parse_json(raw: bytes, where: str) -> Any:
         return json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise _damaged(where, "nested too deeply to be a ledger") from None
-    except ValueError as e:  # JSONDecodeError, an integer of too many digits, NaN
-        raise _damaged(where, f"not valid JSON ({getattr(e, 'msg', e)})") from None
+    except json.JSONDecodeError as e:
+        raise _damaged(where, f"not valid JSON ({e.msg} at byte {e.pos})") from None
+    except ValueError as e:  # an integer of thousands of digits, NaN or Infinity
+        reason = "a number with thousands of digits" if "digits" in str(e) else str(e)
+        raise _damaged(where, f"not valid JSON ({reason})") from None
 
 
 def _damaged(where: str, reason: str) -> CacheError:

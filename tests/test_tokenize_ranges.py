@@ -248,3 +248,62 @@ def test_bad_input_is_one_line_naming_file_and_position_and_nothing_half_done_co
         cache / "train").exists() else set()
     assert on_disk == listed  # what finished is recorded, and nothing else is there
     assert not [p for p in cache.rglob("*") if ".tmp-" in p.name]
+
+
+def test_away_from_a_terminal_progress_is_a_line_per_interval_and_one_summary(
+        tmp_path: Path, caplog):
+    big = tmp_path / "big.jsonl"
+    write_jsonl(big, paragraphs(600))
+    config = dict(train_paths=(str(big),), num_processes=2, range_bytes=RANGE)
+    with caplog.at_level("INFO", logger="marin.tokenize"):
+        record = tokenize(TokenizeConfig(cache_path=str(tmp_path / "quiet"),
+                                         progress_seconds=3600, **config))
+    lines = [r.getMessage() for r in caplog.records if r.name == "marin.tokenize"]
+    units = len(record.shards("train"))
+    assert units > 5 and len(lines) == 1, lines
+    assert lines[0].startswith(f"tokenized {tmp_path / 'quiet'}: train "
+                               f"{record.totals['train'].documents:,} documents")
+    assert f"{units} units built, 0 reused" in lines[0]
+    caplog.clear()
+    with caplog.at_level("INFO", logger="marin.tokenize"):
+        tokenize(TokenizeConfig(cache_path=str(tmp_path / "every"), progress_seconds=0,
+                                **config))
+    lines = [r.getMessage() for r in caplog.records if r.name == "marin.tokenize"]
+    ticks = [line for line in lines if line.startswith("tokenizing: ")]
+    assert len(ticks) >= units and len(lines) == len(ticks) + 1
+    assert ticks[-1].startswith(f"tokenizing: 100% of {big.stat().st_size / 1e6:,.1f} MB, "
+                                f"{units}/{units} units")
+
+
+BAR_SCRIPT = """
+import sys
+from marin.processing.tokenize import TokenizeConfig, tokenize
+tokenize(TokenizeConfig(train_paths=(sys.argv[1],), cache_path=sys.argv[2], num_processes=2,
+                        range_bytes=int(sys.argv[3]), batch_size=2))
+"""
+
+
+def test_on_a_terminal_progress_is_a_bar(tmp_path: Path):
+    import pty
+
+    big = tmp_path / "big.jsonl"
+    write_jsonl(big, paragraphs(600))
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", BAR_SCRIPT, str(big), str(tmp_path / "c"),
+                             str(RANGE)], stderr=follower, stdout=subprocess.DEVNULL,
+                            env={**os.environ, "COLUMNS": "160", "TERM": "xterm"})
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            block = os.read(leader, 65536)
+        except OSError:  # the other end closed
+            break
+        if not block:
+            break
+        shown += block
+    assert proc.wait(timeout=120) == 0
+    os.close(leader)
+    text = shown.decode(errors="replace")
+    assert "tokenize" in text and " docs" in text and "tok/s" in text, text[-2000:]
+    assert "\x1b[" in text  # drawn with terminal controls, then cleared

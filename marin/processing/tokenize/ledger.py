@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import posixpath
+import re
 import time
 import uuid
 
@@ -44,6 +46,7 @@ JOURNAL = "ledger.journal"
 #: A journal batch is written when the oldest record waiting is this old, or this many wait.
 FLUSH_SECONDS = 2.0
 FLUSH_RECORDS = 1000
+_BATCH = re.compile(r"^\d{20}-[0-9a-f]{8}\.json$")
 
 
 def read_ledger(cache_path: str) -> LedgerRecord | None:
@@ -58,6 +61,8 @@ def read_ledger(cache_path: str) -> LedgerRecord | None:
     if record.complete:
         return record
     for batch in find(join_url(cache_path, JOURNAL)):
+        if not _BATCH.match(posixpath.basename(batch)):
+            continue  # a batch being written (or left half-written by a kill): not counted
         with open_url(batch, "rb") as f:
             data = parse_json(f.read(), batch)
         if not isinstance(data, dict) or not isinstance(data.get("splits"), dict):

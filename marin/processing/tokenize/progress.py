@@ -94,13 +94,14 @@ def _millions(count: float) -> str:
 
 
 def _bar(total: int) -> tuple[Any, Any]:
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     bar = Progress(TextColumn("tokenize"), BarColumn(),
                    TextColumn("{task.fields[documents]} docs"),
                    TextColumn("{task.fields[tokens]} tokens"),
                    TextColumn("{task.fields[rate]} tok/s"), TimeRemainingColumn(),
-                   transient=True)
+                   console=Console(stderr=True), transient=True)
     task = bar.add_task("tokenize", total=total, documents="0", tokens="0", rate="0")
     bar.start()
     return bar, task

@@ -77,7 +77,7 @@ class TokenizeProgress:
         parts = [f"{split} {t.documents:,} documents, {_millions(t.tokens)} tokens"
                  for split, t in record.totals.items()]
         line = (f"tokenized {cache_path}: {'; '.join(parts) or 'no documents'}; "
-                f"{self.built} units built, {self.reused} reused, in {seconds:.1f} s "
+                f"{_units(self.built)} built, {self.reused} reused, in {seconds:.1f} s "
                 f"({_millions(self.tokens / max(seconds, 1e-9))} tok/s)")
         logger.info("%s", line)
         for split, t in record.totals.items():
@@ -87,6 +87,10 @@ class TokenizeProgress:
             if t.empty_documents:
                 logger.warning("%s: %d empty document(s) skipped", split, t.empty_documents)
         return line
+
+
+def _units(count: int) -> str:
+    return f"{count} unit" + ("" if count == 1 else "s")
 
 
 def _millions(count: float) -> str:

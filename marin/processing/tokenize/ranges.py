@@ -15,7 +15,8 @@ cache is the same, byte for byte, for any number of workers:
   same rule on its decoded bytes (gzip cannot be entered in the middle; one zstd frame
   cannot either, and most files are one frame);
 * smaller files, and text files (one document each), are grouped whole, consecutive files
-  together until a group reaches ``range_bytes``.
+  together until a group reaches a quarter of ``range_bytes`` (small units keep the
+  workers balanced; a group's cost is its files, not its size).
 
 A unit is named by its first file's index and its range in that file: ``(file, range)``,
 the order of the cache's token stream.
@@ -93,6 +94,7 @@ def plan_split(split: str, files: Sequence[InputFile], range_bytes: int,
         raise ValueError(f"range_bytes must be positive, got {range_bytes}")
     groups = _row_groups([f.url for f in files if f.size > range_bytes
                           and f.url.endswith(PARQUET_SUFFIXES)])
+    group_limit = max(1, range_bytes // 4)
     plan = SplitPlan()
     units: list[Unit] = []
     group: list[int] = []
@@ -110,7 +112,7 @@ def plan_split(split: str, files: Sequence[InputFile], range_bytes: int,
         if f.size <= range_bytes or url.endswith(TEXT_SUFFIXES):
             group.append(index)
             group_bytes += f.size
-            if group_bytes >= range_bytes:
+            if group_bytes >= group_limit:
                 close_group()
             continue
         close_group()

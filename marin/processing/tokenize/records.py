@@ -148,7 +148,8 @@ class LedgerRecord:
 
     def with_shards(self, split: str, added: list[ShardRecord]) -> LedgerRecord:
         merged = {s.key: s for s in (*self.shards(split), *added)}
-        return replace(self, splits={**self.splits, split: tuple(sorted(merged.values()))})
+        splits = {**self.splits, split: tuple(sorted(merged.values()))}
+        return replace(self, splits={k: splits[k] for k in sorted(splits)})
 
     def encode(self) -> bytes:
         data = {"format": self.format, "tokenizer": self.tokenizer.__dict__,

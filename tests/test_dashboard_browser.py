@@ -200,8 +200,7 @@ def test_the_loss_curve_has_one_point_per_metrics_record(experiment, page):
 def test_cache_study_and_trace_pages(experiment, page):
     cache_key = experiment["keys"]["cache"]
     ledger = json.loads((experiment["prefix"] / cache_key / "ledger.json").read_text())
-    documents = sum(s["documents"] for split in ledger["splits"].values()
-                    for s in split.values())
+    documents = sum(s["documents"] for split in ledger["splits"].values() for s in split)
     page.goto(f"{experiment['url']}/caches")
     row = page.locator(f"tr[data-cache='{cache_key}']")
     assert row.locator("[data-field=documents]").inner_text() == str(documents)

@@ -4,8 +4,12 @@
     step = tokenize_step("tokenized/shakespeare", ["data/plays/*.txt"], tokenizer="gpt2")
     stats = read_cache_stats("local_store/tokenized/shakespeare-1a2b3c4d")
 
-Submodules: ``cache_stats`` (figures and reuse of caches), ``loader`` (training batches),
-``tokenizer_training`` (a byte-level BPE step), ``encoders`` (gpt2 and tokenizer.json).
+Submodules: ``step`` (the step), ``ranges`` (units of work below the file), ``pool`` (the
+worker threads), ``shard`` (one unit to one shard), ``documents`` and ``streams`` (reading
+inputs), ``inputs`` and ``fingerprint`` (listing inputs, their content fingerprints),
+``records`` and ``ledger`` (the cache's ledger), ``progress``, ``cache_stats`` (figures and
+reuse of caches), ``loader`` (training batches), ``tokenizer_training`` (a byte-level BPE
+step), ``encoders`` (gpt2 and tokenizer.json).
 Names are imported on first use, so importing the package stays light.
 """
 

@@ -1,134 +1,106 @@
-"""Input documents: expanding paths and globs, reading .txt, .jsonl and Parquet, and the
-fingerprint that ties a tokenize step's identity to its data.
+"""Input documents: expanding paths and globs into files, with their sizes and the store's
+checksums, and the fingerprint that ties a tokenize step's identity to its data.
 
-    files = expand_inputs(["gs://bucket/corpus/*.jsonl.gz", "data/extra.txt"])
-    for text in read_documents(files[0], counter): ...
-    fingerprint_inputs(["data/*.txt"])    # changes when any file's size, mtime or etag does
+    files = list_inputs(["gs://bucket/corpus/*.jsonl.gz", "data/extra.txt"])
+    files[0].url, files[0].size, files[0].checksum     # "md5:..." from the bucket's listing
+    expand_inputs(["data/*.txt"])                        # the URLs only
+    fingerprint_inputs(["data/*.txt"])                   # changes when any file's content does
+
+Each pattern is listed once, with the details the store returns in the listing (sizes, and
+GCS's md5/crc32c, S3's ETag, the Hub's blob id): planning a step reads no remote content.
 """
 
 from __future__ import annotations
 
-import codecs
-import hashlib
-import io
-import json
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from marin.storage.files import find, glob, open_url, url_to_fs
+from marin.processing.tokenize.fingerprint import fingerprint_files
+from marin.storage.files import url_of, url_to_fs
+
+__all__ = ["JSONL_SUFFIXES", "PARQUET_SUFFIXES", "SUPPORTED", "TEXT_SUFFIXES", "InputError",
+           "InputFile", "expand_inputs", "fingerprint_inputs", "list_inputs"]
 
 TEXT_SUFFIXES = (".txt", ".md")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd", ".json.gz")
 PARQUET_SUFFIXES = (".parquet",)
 SUPPORTED = TEXT_SUFFIXES + JSONL_SUFFIXES + PARQUET_SUFFIXES
+#: Listing fields that identify an object's content, most specific first, and their tags.
+_CHECKSUMS = (("md5Hash", "md5"), ("crc32c", "crc32c"), ("ETag", "etag"), ("etag", "etag"),
+              ("blob_id", "blob"))
 
 
 class InputError(ValueError):
-    """An input path is missing, matches nothing, or has an unsupported format."""
+    """An input is missing, matches nothing, has an unsupported format or cannot be read;
+    the message names the file and, inside it, the position."""
+
+
+@dataclass(frozen=True)
+class InputFile:
+    url: str
+    size: int
+    checksum: str | None = None
+    """The store's own content checksum (``md5:...``, ``crc32c:...``, ``etag:...``), when
+    its listing gives one; None on local disk, where the content is hashed instead."""
+
+
+def list_inputs(paths: Sequence[str]) -> list[InputFile]:
+    """Every file named by ``paths`` (URLs or globs), sorted; an error names what is
+    missing or unreadable."""
+    if isinstance(paths, str):
+        paths = [paths]
+    found: dict[str, InputFile] = {}
+    for pattern in paths:
+        for url, info in _matches(pattern):
+            if not url.endswith(SUPPORTED):
+                raise InputError(f"input {url!r}: unsupported format; use one of "
+                                 f"{', '.join(SUPPORTED)}")
+            found[url] = InputFile(url, int(info.get("size") or 0), _checksum(info))
+    return [found[url] for url in sorted(found)]
 
 
 def expand_inputs(paths: Sequence[str]) -> list[str]:
-    """Every file named by ``paths`` (URLs or globs), sorted; an error names what is missing."""
-    if isinstance(paths, str):
-        paths = [paths]
-    files: list[str] = []
-    for pattern in paths:
-        fs, path = url_to_fs(pattern)
+    """The URLs of ``list_inputs(paths)``."""
+    return [f.url for f in list_inputs(paths)]
+
+
+def fingerprint_inputs(paths: Sequence[str], hash_cache: str | None = None) -> str:
+    """A hash of each input file's name, size and content: the store's checksum where its
+    listing has one, a SHA-256 of the bytes on local disk (remembered in ``hash_cache``,
+    see ``fingerprint``). Touching a file without changing it keeps the fingerprint."""
+    return fingerprint_files(list_inputs(paths), hash_cache)
+
+
+def _matches(pattern: str) -> list[tuple[str, dict[str, Any]]]:
+    fs, path = url_to_fs(pattern)
+    try:
         if any(ch in pattern for ch in "*?["):
-            matches = glob(pattern)
+            matches = [(url_of(fs, p), i) for p, i in fs.glob(path, detail=True).items()]
             if not matches:
                 raise InputError(f"input glob {pattern!r} matches no file")
-        elif fs.isfile(path):
-            matches = [pattern]
-        elif fs.isdir(path):
-            matches = [url for url in find(pattern) if url.endswith(SUPPORTED)]
-            if not matches:
-                raise InputError(f"input folder {pattern!r} holds no {', '.join(SUPPORTED)} file")
-        else:
-            raise InputError(f"input path {pattern!r} does not exist")
-        for match in matches:
-            if not match.endswith(SUPPORTED):
-                raise InputError(f"input {match!r}: unsupported format; use one of "
-                                 f"{', '.join(SUPPORTED)}")
-            files.append(match)
-    return sorted(dict.fromkeys(files))
+            return matches
+        try:
+            info = fs.info(path)
+        except FileNotFoundError:
+            raise InputError(f"input path {pattern!r} does not exist") from None
+        if info.get("type") != "directory":
+            return [(pattern, info)]
+        matches = [(url_of(fs, p), i) for p, i in fs.find(path, detail=True).items()
+                   if p.endswith(SUPPORTED)]
+    except (OSError, ValueError) as e:
+        if isinstance(e, InputError):
+            raise
+        raise InputError(f"input {pattern!r} cannot be listed ({type(e).__name__}: {e}); "
+                         "check the network and the store's credentials") from None
+    if not matches:
+        raise InputError(f"input folder {pattern!r} holds no {', '.join(SUPPORTED)} file")
+    return matches
 
 
-def fingerprint_inputs(paths: Sequence[str]) -> str:
-    """A hash of each input file's name and its store's version marker (size and mtime on
-    disk, etag / crc32c / generation on object stores)."""
-    digest = hashlib.sha256()
-    for path in expand_inputs(paths):
-        fs, local = url_to_fs(path)
-        info = fs.info(local)
-        marker = [info.get(k) for k in ("size", "mtime", "etag", "ETag", "crc32c",
-                                        "generation", "md5Hash", "LastModified")]
-        digest.update(json.dumps([path, marker], default=str).encode())
-    return digest.hexdigest()[:16]
-
-
-@dataclass
-class DecodeCounter:
-    """Counts bytes that were not valid UTF-8 and were replaced by U+FFFD."""
-
-    replaced: int = 0
-
-
-_COUNTERS = threading.local()
-
-
-def _count_and_replace(error: UnicodeDecodeError) -> tuple[str, int]:
-    counter = getattr(_COUNTERS, "current", None)
-    if counter is not None:
-        counter.replaced += error.end - error.start
-    return "\ufffd", error.end
-
-
-codecs.register_error("marin_count_replace", _count_and_replace)
-
-
-def _decode(raw: bytes, counter: DecodeCounter) -> str:
-    _COUNTERS.current = counter
-    try:
-        return raw.decode("utf-8", errors="marin_count_replace")
-    finally:
-        _COUNTERS.current = None
-
-
-def read_documents(path: str, counter: DecodeCounter, text_field: str = "text",
-                   batch_bytes: int = 1 << 20) -> Iterator[str]:
-    """The documents of one file, streamed: a .txt file is one document; each JSON line
-    or Parquet row's ``text_field`` is one document."""
-    if path.endswith(PARQUET_SUFFIXES):
-        yield from _parquet_documents(path, text_field)
-        return
-    with open_url(path, "rb", compression="infer") as f:
-        if path.endswith(TEXT_SUFFIXES):
-            yield _decode(f.read(), counter)
-            return
-        for number, line in enumerate(io.BufferedReader(f, batch_bytes), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(_decode(line, counter))
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}, line {number}: not valid JSON ({e.msg})") from None
-            text = record.get(text_field) if isinstance(record, dict) else None
-            if not isinstance(text, str):
-                raise InputError(f"{path}, line {number}: no string field {text_field!r}")
-            yield text
-
-
-def _parquet_documents(path: str, text_field: str) -> Iterator[str]:
-    import pyarrow.parquet as pq
-
-    with open_url(path) as f:
-        parquet = pq.ParquetFile(f)
-        if text_field not in parquet.schema_arrow.names:
-            raise InputError(f"{path}: no column {text_field!r}; columns are "
-                             f"{', '.join(parquet.schema_arrow.names)}")
-        for batch in parquet.iter_batches(columns=[text_field], batch_size=1024):
-            for text in batch.column(0).to_pylist():
-                if text is not None:
-                    yield text
+def _checksum(info: dict[str, Any]) -> str | None:
+    for key, tag in _CHECKSUMS:
+        value = info.get(key)
+        if isinstance(value, str) and value.strip('"'):
+            return f"{tag}:{value.strip(chr(34))}"
+    return None

@@ -21,12 +21,12 @@ import functools
 import queue
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 
-from marin.processing.tokenize.cache import LEDGER, CacheError, read_json, record_usage
+from marin.processing.tokenize.cache import CacheError, record_usage
 from marin.processing.tokenize.encoders import load_encoder
+from marin.processing.tokenize.ledger import LEDGER, read_ledger
 from marin.storage.files import join_url, local_path, url_to_fs
 
 
@@ -44,26 +44,26 @@ def trace_scope(name: str):
 class TokenCacheDataset:
     def __init__(self, cache_path: str, seq_len: int, split: str = "train",
                  expected_tokenizer: str | None = None, record_read: bool = True):
-        ledger = read_json(join_url(cache_path, LEDGER))
+        ledger = read_ledger(cache_path)
         if ledger is None:
             raise CacheError(f"no token cache at {cache_path} (no {LEDGER}); run the tokenize "
                              "step first")
-        if not ledger.get("complete"):
+        if not ledger.complete:
             raise CacheError(f"the token cache at {cache_path} is incomplete (its tokenize "
                              "step did not finish); run it again to resume")
         self.cache_path = cache_path
         self.seq_len = seq_len
-        self.tokenizer: dict[str, Any] = ledger["tokenizer"]
+        self.tokenizer = ledger.tokenizer
         if expected_tokenizer is not None:
             self._check_tokenizer(expected_tokenizer)
-        shards = ledger["splits"].get(split)
-        if not shards:
+        if split not in ledger.splits:
             raise CacheError(f"the token cache at {cache_path} has no {split!r} split; it has "
-                             f"{', '.join(ledger['splits']) or 'none'}")
-        names = sorted(shards)
-        self._paths = [join_url(cache_path, split, f"{n}.tokens") for n in names]
-        self._dtype = np.dtype(shards[names[0]]["dtype"])
-        counts = np.array([shards[n]["tokens"] for n in names], dtype=np.int64)
+                             f"{', '.join(ledger.splits) or 'none'}")
+        shards = [s for s in ledger.shards(split) if s.tokens]  # in the stream's order
+        self._paths = [join_url(cache_path, split, f"{ledger.shard_name(s)}.tokens")
+                       for s in shards]
+        self._dtype = np.dtype(shards[0].dtype if shards else "<u2")
+        counts = np.array([s.tokens for s in shards], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(counts)])
         self.total_tokens = int(self._starts[-1])
         self.num_sequences = self.total_tokens // seq_len
@@ -75,14 +75,14 @@ class TokenCacheDataset:
 
     @property
     def vocab_size(self) -> int:
-        return int(self.tokenizer["vocab_size"])
+        return self.tokenizer.vocab_size
 
     def _check_tokenizer(self, expected: str) -> None:
         wanted = load_encoder(expected).identity()
-        if wanted["fingerprint"] != self.tokenizer.get("fingerprint"):
+        if wanted["fingerprint"] != self.tokenizer.fingerprint:
             raise CacheError(
                 f"the token cache at {self.cache_path} was tokenized with "
-                f"{self.tokenizer.get('name')!r} (vocabulary {self.tokenizer.get('vocab_size')}),"
+                f"{self.tokenizer.name!r} (vocabulary {self.tokenizer.vocab_size}),"
                 f" but this step asks for {expected!r} (vocabulary {wanted['vocab_size']}); "
                 "tokenize the data with the same tokenizer")
 

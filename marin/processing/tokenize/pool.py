@@ -1,52 +1,160 @@
 """The tokenize step's workers: threads of the step's own process.
 
-    for job, result in run_shards(jobs, workers=2):   # in completion order
-        ledger.record_shard(job.split, shard_name(job.index), result)
+    run_units(units, streams, settings, workers=2, range_bytes=1 << 20,
+              done=lambda unit, record: ledger.record_shard(unit.split, record))
+
+Workers take units from one queue: the chunks a reader thread cuts from compressed
+streams first (they hold memory), then the units that read their own bytes (ranges of
+plain files, row groups, groups of small files). The reader decodes one stream after the
+other and keeps at most ``2 * workers`` chunks waiting, so memory stays bounded whatever
+the file sizes.
 
 The encoders do their work in Rust with Python's GIL released (tiktoken's
 ``encode_to_numpy``, Hugging Face tokenizers), and hand back one buffer per document, not a
-Python int per token: what stays under the GIL (reading lines, JSON, writing arrays) is
-under a tenth of a shard's time, so threads use every core. Each thread encodes with its own
+Python int per token: what stays under the GIL (reading lines, JSON, writing arrays) is a
+small part of a unit's time, so threads use every core. Each thread encodes with its own
 copy of a tiktoken encoding (``TiktokenEncoder.thread_encoding``), as fast as a process. A
-failing shard stops the others at their next batch, and its exception is raised here
+failing unit stops the others at their next batch, and its exception is raised here
 unchanged.
 
 Design note: the step used to run its workers in processes: forked when called from a
 script, and inside the executor (whose runner threads and lease heartbeats make forking
-unsafe) from a fresh interpreter the step started, which imported the tokenizer code and
-loaded the tokenizer before the first document was read. Threads start nothing and import
+unsafe) from a fresh interpreter the step started. Threads start nothing and import
 nothing, load the tokenizer once, and behave the same in a script, in an executor thread
-and next to JAX. ``bench/bench_tokenize.py`` measures them against process pools, standalone
-and inside the executor, in one interleaved run.
+and next to JAX.
 """
 
 from __future__ import annotations
 
+import collections
+import queue
 import threading
-from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from marin.processing.tokenize.encoders import load_encoder
-from marin.processing.tokenize.shard import ShardJob, tokenize_shard
+from marin.processing.tokenize.ranges import StreamPlan, Unit
+from marin.processing.tokenize.records import ShardRecord
+from marin.processing.tokenize.shard import ShardSettings, Stopped, tokenize_unit
+from marin.processing.tokenize.streams import stream_chunks
+
+__all__ = ["run_units"]
+
+_DONE = object()
 
 
-def run_shards(jobs: list[ShardJob], workers: int
-               ) -> Iterator[tuple[ShardJob, dict[str, Any]]]:
-    """Tokenize ``jobs`` on ``workers`` threads; yields (job, result) as shards finish."""
-    if not jobs:
+class _Work:
+    """Units to take: loaded chunks first, then self-reading units."""
+
+    def __init__(self, units: Sequence[Unit], capacity: int, streaming: bool):
+        self._units = collections.deque(units)
+        self._loaded: collections.deque[tuple[Unit, bytes]] = collections.deque()
+        self._capacity = capacity
+        self._streaming = streaming
+        self._cond = threading.Condition()
+        self.stop = threading.Event()
+
+    def take(self) -> tuple[Unit, bytes | None] | None:
+        with self._cond:
+            while not self.stop.is_set():
+                if self._loaded:
+                    self._cond.notify_all()  # room for the reader
+                    return self._loaded.popleft()
+                if self._units:
+                    return self._units.popleft(), None
+                if not self._streaming:
+                    return None
+                self._cond.wait(0.5)
+            return None
+
+    def put_loaded(self, unit: Unit, data: bytes) -> None:
+        with self._cond:
+            while len(self._loaded) >= self._capacity and not self.stop.is_set():
+                self._cond.wait(0.5)
+            if self.stop.is_set():
+                raise Stopped(unit.where())
+            self._loaded.append((unit, data))
+            self._cond.notify_all()
+
+    def streams_done(self) -> None:
+        with self._cond:
+            self._streaming = False
+            self._cond.notify_all()
+
+    def halt(self) -> None:
+        with self._cond:
+            self.stop.set()
+            self._cond.notify_all()
+
+
+def run_units(units: Sequence[Unit], streams: Sequence[StreamPlan], settings: ShardSettings,
+              workers: int, range_bytes: int,
+              done: Callable[[Unit, ShardRecord], None],
+              tick: Callable[[], None] = lambda: None, tick_seconds: float = 1.0) -> None:
+    """Tokenize ``units`` and the chunks of ``streams`` on ``workers`` threads; calls
+    ``done(unit, record)`` in this thread as units finish (also, after a failure, for the
+    units that finished meanwhile), and ``tick()`` every ``tick_seconds`` between them."""
+    if not units and not streams:
         return
-    load_encoder(jobs[0].tokenizer)  # once, before the threads race to load it
-    stop = threading.Event()
-    pool = ThreadPoolExecutor(max(1, min(workers, len(jobs))),
-                              thread_name_prefix="marin-tokenize")
+    load_encoder(settings.tokenizer)  # once, before the threads race to load it
+    workers = max(1, workers)
+    work = _Work(units, 2 * workers, streaming=bool(streams))
+    results: queue.Queue = queue.Queue()
+
+    def worker() -> None:
+        try:
+            while (item := work.take()) is not None:
+                unit, data = item
+                results.put((unit, tokenize_unit(unit, settings, work.stop, data)))
+        except BaseException as e:  # raised in the caller's thread
+            results.put((None, e))
+        finally:
+            results.put((_DONE, None))
+
+    def reader() -> None:
+        try:
+            for plan in streams:
+                read = 0  # the file's bytes read up to the previous chunk (for progress)
+                for chunk in stream_chunks(plan.path, range_bytes):
+                    weight, read = chunk.raw_offset - read, chunk.raw_offset
+                    if chunk.range in plan.finished:
+                        continue
+                    unit = Unit(plan.split, plan.file, chunk.range, "chunk", (plan.path,),
+                                chunk.start, chunk.start + len(chunk.data), weight,
+                                chunk.first_line)
+                    work.put_loaded(unit, chunk.data)
+        except BaseException as e:
+            results.put((None, e))
+        finally:
+            work.streams_done()
+            results.put((_DONE, None))
+
+    threads = [threading.Thread(target=worker, name=f"marin-tokenize-{i}", daemon=True)
+               for i in range(workers)]
+    if streams:
+        threads.append(threading.Thread(target=reader, name="marin-tokenize-reader",
+                                        daemon=True))
+    for t in threads:
+        t.start()
+    running = len(threads)
     try:
-        pending: dict[Future, ShardJob] = {pool.submit(tokenize_shard, j, stop): j
-                                           for j in jobs}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                yield pending.pop(future), future.result()
-    finally:  # an error, an interrupt or an abandoned generator: stop the other shards
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+        while running:
+            try:
+                unit, outcome = results.get(timeout=tick_seconds)
+            except queue.Empty:
+                tick()
+                continue
+            if unit is _DONE:
+                running -= 1
+            elif unit is None:
+                if not isinstance(outcome, Stopped):
+                    raise outcome
+            else:
+                done(unit, outcome)
+    finally:  # an error or an interrupt: stop the other units, keep what they finished
+        work.halt()
+        for t in threads:
+            t.join()
+        while not results.empty():
+            unit, outcome = results.get()
+            if isinstance(unit, Unit):
+                done(unit, outcome)

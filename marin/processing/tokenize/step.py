@@ -5,11 +5,13 @@
     # or, by hand:
     ExecutorStep("tokenized/x", tokenize, TokenizeConfig(train_paths=(...,), tokenizer="gpt2"))
 
-Each input file becomes one shard, tokenized by one of ``num_processes`` workers (all cores
-by default; threads of this process, whose encoders release the GIL: see ``pool``) while
-memory stays bounded: documents are encoded in batches and written out as they come.
-Finished shards are recorded in the cache's ledger; a killed job resumes from them, and a
-complete cache is reused (a cache hit) instead of rebuilt.
+The input files are cut into units of work below the file (``ranges``: byte ranges of
+large JSON-lines files, row groups of large Parquet files, chunks of compressed streams,
+groups of small files), shared among ``num_processes`` workers (all cores by default;
+threads of this process, whose encoders release the GIL: see ``pool``), so every core is
+busy whatever the corpus's shape, and memory stays bounded. Each unit becomes one shard;
+finished shards are recorded in the cache's ledger in batches, a killed job resumes
+without redoing them, and a complete cache is reused (a cache hit) instead of rebuilt.
 """
 
 from __future__ import annotations
@@ -22,11 +24,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from marin.execution.step import ExecutorStep, this_output_path, unversioned_field
-from marin.processing.tokenize.cache import Ledger, record_usage, shard_name
+from marin.processing.tokenize.cache import record_usage, remove_partial_files
 from marin.processing.tokenize.encoders import load_encoder
-from marin.processing.tokenize.inputs import expand_inputs, fingerprint_inputs
-from marin.processing.tokenize.pool import run_shards
-from marin.processing.tokenize.shard import ShardJob
+from marin.processing.tokenize.inputs import fingerprint_inputs, list_inputs
+from marin.processing.tokenize.ledger import Ledger
+from marin.processing.tokenize.pool import run_units
+from marin.processing.tokenize.progress import TokenizeProgress
+from marin.processing.tokenize.ranges import DEFAULT_RANGE_BYTES, Unit, plan_split
+from marin.processing.tokenize.records import LedgerRecord, RunCounts, ShardRecord
+from marin.processing.tokenize.shard import ShardSettings
+
+__all__ = ["TokenizeConfig", "tokenize", "tokenize_step"]
 
 logger = logging.getLogger("marin.tokenize")
 
@@ -43,11 +51,15 @@ class TokenizeConfig:
             (for example the output of a ``train_tokenizer`` step).
         cache_path: where the cache is written (the step's own output by default).
         text_field: the field (JSON lines) or column (Parquet) holding the text.
-        input_fingerprint: identity of the input data (sizes, mtimes, etags), so changed
-            data gets a new version; ``tokenize_step`` fills it in.
+        input_fingerprint: identity of the input data (names, sizes and contents: the
+            stores' checksums, a hash on local disk), so changed data gets a new version;
+            ``tokenize_step`` fills it in.
         num_processes: parallel workers (0: one per core), threads of the step's process.
             Does not change the result.
         batch_size: documents encoded per call. Does not change the result.
+        range_bytes: the size large files are cut at (``ranges``). Changes how the cache
+            is sharded, not its token stream; a cache being resumed keeps its own.
+        progress_seconds: away from a terminal, a progress line every this many seconds.
     """
 
     train_paths: tuple[str, ...]
@@ -58,6 +70,8 @@ class TokenizeConfig:
     input_fingerprint: str | None = None
     num_processes: int = unversioned_field(default=0)
     batch_size: int = unversioned_field(default=256)
+    range_bytes: int = unversioned_field(default=DEFAULT_RANGE_BYTES)
+    progress_seconds: float = unversioned_field(default=10.0)
 
 
 def tokenize_step(name: str, train_paths: Sequence[str], validation_paths: Sequence[str] = (),
@@ -73,38 +87,46 @@ def tokenize_step(name: str, train_paths: Sequence[str], validation_paths: Seque
                         resumable=True)  # a new attempt keeps the finished shards
 
 
-def tokenize(config: TokenizeConfig) -> dict[str, Any]:
-    """Build the cache (or reuse a complete one); returns the ledger's summary."""
+def tokenize(config: TokenizeConfig) -> LedgerRecord:
+    """Build the cache (or reuse a complete one); returns its ledger."""
     if not isinstance(config.cache_path, str):
         raise ValueError("TokenizeConfig.cache_path is still a placeholder: run tokenize "
                          "through the executor, or pass cache_path explicitly")
     encoder = load_encoder(config.tokenizer)
-    ledger = Ledger.open(config.cache_path, encoder.identity())
+    ledger = Ledger.open(config.cache_path, encoder.identity(), config.range_bytes)
     if ledger.complete:
         record_usage(config.cache_path, "hit", {"by": "tokenize"})
         logger.info("token cache %s is complete: reused", config.cache_path)
-        return ledger.data
-    splits = {"train": expand_inputs(config.train_paths)}
+        return ledger.record
+    remove_partial_files(config.cache_path)  # what a killed build was writing
+    splits = {"train": list_inputs(config.train_paths)}
     if config.validation_paths:
-        splits["validation"] = expand_inputs(config.validation_paths)
-    jobs = [ShardJob(split, i, path, config.cache_path, config.tokenizer, config.text_field,
-                      config.batch_size)
-            for split, files in splits.items() for i, path in enumerate(files)
-            if shard_name(i) not in ledger.shards(split)]
-    started = time.monotonic()
-    _run_jobs(jobs, ledger, config.num_processes or _cores())
-    summary = _summary(ledger, time.monotonic() - started)
-    ledger.finish(summary)
-    record_usage(config.cache_path, "build", {"seconds": summary["build_seconds"]})
-    _report(summary, config.cache_path)
-    return ledger.data
+        splits["validation"] = list_inputs(config.validation_paths)
+    plans = [plan_split(split, files, ledger.range_bytes, ledger.finished(split))
+             for split, files in splits.items()]
+    units = [u for plan in plans for u in plan.units]
+    streams = [s for plan in plans for s in plan.streams]
+    progress = TokenizeProgress(sum(p.weight for p in plans),
+                                None if streams else len(units),
+                                sum(p.reused for p in plans), config.progress_seconds)
+    settings = ShardSettings(config.cache_path, config.tokenizer, config.text_field,
+                             config.batch_size)
+    def done(unit: Unit, shard: ShardRecord) -> None:
+        ledger.record_shard(unit.split, shard)
+        progress.advance(unit, shard)
 
-
-def _run_jobs(jobs: list[ShardJob], ledger: Ledger, workers: int) -> None:
-    progress = _progress(len(jobs))
-    for job, result in run_shards(jobs, workers):
-        ledger.record_shard(job.split, shard_name(job.index), result)
-        progress(job)
+    try:
+        run_units(units, streams, settings, config.num_processes or _cores(),
+                  ledger.range_bytes, done, progress.tick)
+    finally:  # what finished stays recorded, whatever stopped the run
+        progress.close()
+        ledger.flush()
+    seconds = time.monotonic() - progress.started
+    record = ledger.finish(RunCounts(progress.built, progress.reused, seconds))
+    record_usage(config.cache_path, "build", {"seconds": seconds, "built": progress.built,
+                                              "reused": progress.reused})
+    progress.summary(record, config.cache_path)
+    return record
 
 
 def _cores() -> int:
@@ -113,36 +135,3 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def _progress(total: int):
-    count = {"done": 0}
-    started = time.monotonic()
-
-    def advance(job: ShardJob) -> None:
-        count["done"] += 1
-        logger.info("tokenized shard %d/%d (%s) after %.1fs", count["done"], total, job.path,
-                    time.monotonic() - started)
-
-    return advance
-
-
-def _summary(ledger: Ledger, seconds: float) -> dict[str, Any]:
-    totals: dict[str, Any] = {}
-    for split in ledger.data["splits"]:
-        shards = ledger.shards(split).values()
-        totals[split] = {key: sum(s[key] for s in shards) for key in
-                         ("documents", "tokens", "bytes", "empty_documents", "replaced_bytes")}
-        totals[split]["shards"] = len(shards)
-    return {"totals": totals, "build_seconds": seconds}
-
-
-def _report(summary: dict[str, Any], cache_path: str) -> None:
-    for split, t in summary["totals"].items():
-        logger.info("%s: %s documents, %s tokens in %s shards (%s)", split, t["documents"],
-                    t["tokens"], t["shards"], cache_path)
-        if t["replaced_bytes"]:
-            logger.warning("%s: %d undecodable byte(s) replaced with U+FFFD; see the ledger's "
-                           "replaced_bytes per shard", split, t["replaced_bytes"])
-        if t["empty_documents"]:
-            logger.warning("%s: %d empty document(s) skipped", split, t["empty_documents"])

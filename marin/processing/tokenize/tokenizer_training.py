@@ -14,8 +14,9 @@ import tempfile
 from dataclasses import dataclass
 
 from marin.execution.step import this_output_path
+from marin.processing.tokenize.documents import DecodeCounter, read_documents
 from marin.processing.tokenize.encoders import GPT2_EOS
-from marin.processing.tokenize.inputs import DecodeCounter, expand_inputs, read_documents
+from marin.processing.tokenize.inputs import expand_inputs
 from marin.storage.files import join_url, move_into_place
 
 

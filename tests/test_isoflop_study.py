@@ -306,3 +306,16 @@ def test_marin_executor_dry_run_prints_the_candidates_then_the_plan(tmp_path, ca
     assert f"totals: {runs} runs" in out and "candidates on 8 x gpu-h100" in out
     assert out.index("candidates on") < out.index("dry run:")
     assert not (tmp_path / "store").exists()
+
+
+def test_the_study_steps_that_build_caches_or_train_keep_an_attempts_work(tmp_path):
+    """A killed tokenize keeps its finished ranges: its step is resumable, like the runs'."""
+    from marin.execution.graph import dependencies_of
+
+    seen, todo = {}, list(_study(_corpus(tmp_path)))
+    while todo:
+        step = todo.pop()
+        if step.name not in seen:
+            seen[step.name] = step
+            todo.extend(dependencies_of(step))
+    assert seen["study/tokenized"].resumable

@@ -245,7 +245,8 @@ def isoflop_study(name: str, corpus: StudyCorpus, budgets: Sequence[float], heur
                        tokenizer=output_path_of(tokenizer_step) if tokenizer_step else tokenizer,
                        text_field=corpus.text_field,
                        input_fingerprint=_fingerprint(corpus)),
-        description="one token cache shared by every run")
+        description="one token cache shared by every run",
+        resumable=True)  # a new attempt keeps the finished ranges
     stem = name.rstrip("/").rpartition("/")[2]
     options = dict(train_options or {})
     runs: list[StudyRun] = []
@@ -292,7 +293,7 @@ def _check_study(name: str, budgets: list[float], heuristic: Any,
 
 
 def _fingerprint(corpus: StudyCorpus) -> str | None:
-    """Local inputs are fingerprinted (size, mtime) when the graph is built. Inputs made by
+    """Local inputs are fingerprinted by content when the graph is built. Inputs made by
     other steps are identified by those steps' versions. Remote inputs are identified by
     their URL alone, so that planning touches no network: pin a revision
     (``hf://datasets/org/name@<commit>/...``) or use immutable object paths."""

@@ -351,5 +351,14 @@ def docs_sybil() -> Sybil:
                  teardown=teardown, fixtures=["docs_tmp_root"], name="docs")
 
 
+def documented_file(page: Path, name: str) -> str:
+    """The source of the block that ``page`` marks ``<!-- docs: file NAME -->``."""
+    for example in docs_sybil().parse(page).examples():
+        plan, source = example.parsed
+        if plan.file_name == name:
+            return source
+    raise LookupError(f"{page}: no block marked <!-- docs: file {name} -->")
+
+
 def ledger_summary() -> list[str]:
     return [f"{file}:{line} [{language}] {how}" for file, line, language, how in LEDGER]

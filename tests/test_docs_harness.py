@@ -3,12 +3,15 @@ every python and bash block of the docs is collected."""
 
 from __future__ import annotations
 
+import os
+import runpy
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.doc_examples import ROOT, DocsDirectiveError, docs_sybil
+from marin.execution.graph import StepGraph
+from tests.doc_examples import ROOT, DocsDirectiveError, docs_sybil, documented_file
 
 PAGE = '''# A page
 
@@ -138,3 +141,32 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return fields[0] not in ("Z", "X")
+
+
+def _step_outputs(experiment: Path) -> dict[str, str]:
+    """Load ``experiment`` as ``marin executor`` does (its module code, not its main) and
+    give each step's output folder, which carries the step's version."""
+    steps = runpy.run_path(str(experiment), run_name="docs_experiment")["steps"]
+    graph = StepGraph.build(steps, str(experiment.parent / "local_store"))
+    return {node.step.name: node.output_path for node in graph.nodes}
+
+
+@pytest.mark.parametrize("page", ["docs/profiling.md", "docs/training.md"])
+def test_the_documented_experiment_rewrites_its_input_only_when_it_changed(
+        page: str, tmp_path: Path, monkeypatch):
+    """Loading ``train_tiny.py`` again leaves an unchanged ``topics.txt`` alone, so the
+    tokenize step keeps its version and a second run skips (an edited file is restored)."""
+    experiment = tmp_path / "train_tiny.py"
+    experiment.write_text(documented_file(ROOT / page, "train_tiny.py"))
+    monkeypatch.chdir(tmp_path)
+    first = _step_outputs(experiment)
+    assert _step_outputs(experiment) == first
+    topics = tmp_path / "topics.txt"
+    text = topics.read_text()
+    long_ago = 10**18  # 2001, in nanoseconds: any rewrite moves it
+    os.utime(topics, ns=(long_ago, long_ago))
+    _step_outputs(experiment)
+    assert topics.stat().st_mtime_ns == long_ago
+    topics.write_text("edited")
+    _step_outputs(experiment)
+    assert topics.read_text() == text

@@ -170,3 +170,23 @@ def test_the_documented_experiment_rewrites_its_input_only_when_it_changed(
     topics.write_text("edited")
     _step_outputs(experiment)
     assert topics.read_text() == text
+
+
+def test_what_a_page_leaves_running_is_stopped_when_the_page_ends(tmp_path: Path):
+    text = ("```bash\nsleep 300 > /dev/null 2>&1 &\necho $! > server.pid\n```\n\n"
+            "```bash\nkill -0 \"$(cat server.pid)\"   # still serving for the next block\n```\n")
+    document, examples = _examples(tmp_path, text)
+    _run_all(document, examples)
+    server = int(next((tmp_path / "scratch").rglob("server.pid")).read_text())
+    for _ in range(200):
+        if not _running(server):
+            break
+        time.sleep(0.05)
+    assert not _running(server)
+
+
+def test_an_emulator_address_the_page_exports_itself_stays_set(tmp_path: Path):
+    text = ("```bash\nexport STORAGE_EMULATOR_HOST=http://127.0.0.1:4443\n```\n\n"
+            "```bash\ntest \"$STORAGE_EMULATOR_HOST\" = http://127.0.0.1:4443\n```\n")
+    document, examples = _examples(tmp_path, text)
+    _run_all(document, examples)

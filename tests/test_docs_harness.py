@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import runpy
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from marin.execution.graph import StepGraph
-from tests.doc_examples import ROOT, DocsDirectiveError, docs_sybil, documented_file
+from tests.doc_examples import LINKED, ROOT, DocsDirectiveError, docs_sybil, documented_file
 
 PAGE = '''# A page
 
@@ -190,3 +191,21 @@ def test_an_emulator_address_the_page_exports_itself_stays_set(tmp_path: Path):
             "```bash\ntest \"$STORAGE_EMULATOR_HOST\" = http://127.0.0.1:4443\n```\n")
     document, examples = _examples(tmp_path, text)
     _run_all(document, examples)
+
+
+def test_what_the_readme_commands_write_in_the_checkout_is_ignored_by_git(tmp_path: Path):
+    """Run the README's blocks as a reader would in the checkout (here a scratch folder
+    laid out like one) and ask git whether each thing they left there is ignored."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    document, examples = _examples(tmp_path, (ROOT / "README.md").read_text())
+    _run_all(document, examples)
+    (workdir,) = (tmp_path / "scratch").iterdir()
+    saved = {e.parsed[0].file_name for e in examples} - {""}  # files the reader saves
+    harness = {".python-blocks.log", ".docs-env", *LINKED}
+    written = sorted(p.name + ("/" if p.is_dir() else "") for p in workdir.iterdir()
+                     if p.name not in saved | harness)
+    assert "runs/" in written  # the README's --prefix runs example
+    ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--no-index", *written],
+                             capture_output=True, text=True).stdout.split()
+    assert [w for w in written if w not in ignored] == []

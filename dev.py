@@ -5,6 +5,7 @@
     python3 dev.py test    # installs what it needs, then runs every test
     python3 dev.py marin executor --dry-run experiments/hello_pipeline.py   # any marin command
     python3 dev.py python experiments/hello_pipeline.py --dry_run true      # the venv's python
+    python3 dev.py --help                                                   # this text
 
 Only the standard library is used here, so this works on a machine that has nothing but
 Python 3.11 or 3.12. The environment lives in `.venv/` and is reinstalled whenever a
@@ -76,6 +77,9 @@ COMMANDS = ("run", "test", "marin", "python")
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if not argv or argv[0] not in COMMANDS:
         if argv:
             print(f"dev.py: unknown command {argv[0]!r}; commands are: {', '.join(COMMANDS)}",

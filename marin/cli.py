@@ -129,8 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     trace_sub = trace.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
     summ = trace_sub.add_parser("summarize", help="top kernels, time per category, steps "
                                 "and hints of a trace")
-    summ.add_argument("path", help="an .xplane.pb, a profile folder, or a training step's "
-                      "output folder (any fsspec URL)")
+    summ.add_argument("paths", nargs="+", metavar="PATH", help="an .xplane.pb, a profile "
+                      "folder, or a training step's output folder (any fsspec URL); several "
+                      "give a summary each (--json: a list)")
     summ.add_argument("--top", type=int, default=10, help="kernels to list (default 10)")
     summ.add_argument("--json", action="store_true")
     summ.add_argument("--html", metavar="OUT", help="write a breakdown chart (plotly HTML)")
@@ -165,8 +166,8 @@ def _dashboard(args: argparse.Namespace, extra: list[str]) -> int:
 def _trace_summarize(args: argparse.Namespace, extra: list[str]) -> int:
     from marin.profiling import report
 
-    return _reject_extra(extra) or report.summarize(args.path, args.top, args.json, args.html,
-                                                    args.png)
+    return _reject_extra(extra) or report.summarize(args.paths, args.top, args.json,
+                                                    args.html, args.png)
 
 
 def _trace_compare(args: argparse.Namespace, extra: list[str]) -> int:

@@ -27,9 +27,13 @@ An HTML comment right before a block changes how it runs (several are joined by 
 ``<!-- docs: exit N -->``
     the bash block must exit with status N (a documented error).
 ``<!-- docs: checked-by PATH -->``
-    the block changes the environment it runs in (``pip install``, the set-up commands):
-    checked for syntax here, and PATH (a test file, or ``.ci/run``) runs the same thing in
-    a place of its own. PATH must exist.
+    the block changes the environment it runs in (``pip install``, the set-up commands),
+    or reads what such a block made (the main job's outputs): checked for syntax here, and
+    PATH (a test file, or ``.ci/run``) runs the same thing in a place of its own
+    (``checked_block`` finds it). PATH must exist.
+``<!-- docs: output checked-by PATH -->`` before a ``text`` block
+    sample output that the test file PATH compares with a real run's (``sample_output``
+    finds it); ``text`` blocks are not run.
 
 Variables that a bash block exports stay set for the later blocks of its page. Bash blocks
 whose lines start with ``$ `` are transcripts: only those lines run and the
@@ -44,10 +48,11 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sybil import Document, Example, Region, Sybil
 from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
@@ -292,6 +297,7 @@ def _transcript_commands(source: str) -> str:
 
 
 _SHELL_OWN = {"PWD", "OLDPWD", "SHLVL", "_", "BASH_EXECUTION_STRING"}
+_EMULATOR_VARS = {"STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL_S3"}
 
 
 def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> None:
@@ -304,7 +310,10 @@ def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> No
     env_out = page.workdir / ".docs-env"
     # Variables a block exports stay set for the page's later blocks, as in a terminal.
     wrapped = f"trap 'env -0 > {str(env_out)!r}' EXIT\n{script}"
-    proc = _run_bash(wrapped, script, page.workdir, env)
+    # What a block leaves running in the background (a server a later block uses) is
+    # stopped when the page ends, even if the page's own last command never ran.
+    proc = _run_bash(wrapped, script, page.workdir, env,
+                     started=lambda pid: page.stack.callback(_stop_group, pid))
     if proc.returncode != plan.expected_exit:
         raise AssertionError(
             f"exit {proc.returncode} (expected {plan.expected_exit}) from:\n"
@@ -313,17 +322,26 @@ def _bash(plan: BlockPlan, source: str, example: Example, page: PageState) -> No
     if env_out.exists():
         exported = dict(item.split("=", 1) for item in
                         env_out.read_text().split("\0") if "=" in item)
-        page.env = {k: v for k, v in exported.items() if k not in _SHELL_OWN
-                    and k not in {"STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL_S3"}}
+        # The harness's emulator addresses hold for this block only; one the page exports
+        # itself (its own emulator) stays, as any other variable does.
+        injected = {k: v for k, v in env.items() if k in _EMULATOR_VARS and
+                    page.env.get(k) != v}
+        kept = {k: v for k, v in exported.items() if k not in _SHELL_OWN
+                and (k not in injected or injected[k] != v)}
+        page.env = {**kept, **{k: page.env[k] for k in injected if k in page.env and
+                               exported.get(k) == injected[k]}}
 
 
-def _run_bash(wrapped: str, script: str, cwd: Path, env: dict[str, str]
+def _run_bash(wrapped: str, script: str, cwd: Path, env: dict[str, str],
+              started: Callable[[int], Any] = lambda pid: None
               ) -> subprocess.CompletedProcess:
     """Run ``wrapped`` (``script`` with the harness's additions) in a process group of its
-    own, so that a block that times out takes what it started in the background with it."""
+    own, so that a block that times out takes what it started in the background with it;
+    ``started`` gets the group's id."""
     proc = subprocess.Popen(["bash", "-eo", "pipefail", "-c", wrapped], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL, start_new_session=True)
+    started(proc.pid)
     try:
         stdout, stderr = proc.communicate(timeout=BASH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -333,6 +351,14 @@ def _run_bash(wrapped: str, script: str, cwd: Path, env: dict[str, str]
                              f"forever? start it in the background and stop it):\n{script}"
                              ) from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _stop_group(pgid: int) -> None:
+    """SIGTERM to what is left of a block's process group (nothing, usually)."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def docs_sybil() -> Sybil:
@@ -349,6 +375,40 @@ def docs_sybil() -> Sybil:
 
     return Sybil(parsers=[DocBlockParser()], path=str(ROOT), patterns=["*.md"], setup=setup,
                  teardown=teardown, fixtures=["docs_tmp_root"], name="docs")
+
+
+def documented_file(page: Path, name: str) -> str:
+    """The source of the block that ``page`` marks ``<!-- docs: file NAME -->``."""
+    for example in docs_sybil().parse(page).examples():
+        plan, source = example.parsed
+        if plan.file_name == name:
+            return source
+    raise LookupError(f"{page}: no block marked <!-- docs: file {name} -->")
+
+
+def checked_block(page: Path, checker: str) -> str:
+    """The source of the block that ``page`` marks ``<!-- docs: checked-by CHECKER -->``
+    (one per checker and page), for the checker to run where it should."""
+    found = [source for plan, source in (e.parsed for e in docs_sybil().parse(page).examples())
+             if plan.syntax_only == f"checked by {checker}"]
+    if len(found) != 1:
+        raise LookupError(f"{page}: {len(found)} blocks marked <!-- docs: checked-by "
+                          f"{checker} -->; expected one")
+    return found[0]
+
+
+_SAMPLE = re.compile(r"<!--\s*docs:\s*output checked-by (?P<checker>\S+)\s*-->\s*\n"
+                     r"```text\n(?P<body>.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def sample_output(page: Path, checker: str) -> list[str]:
+    """The lines of the ``text`` block that ``page`` marks ``<!-- docs: output checked-by
+    CHECKER -->``: sample output that CHECKER compares with a real run's."""
+    found = [m["body"] for m in _SAMPLE.finditer(page.read_text()) if m["checker"] == checker]
+    if len(found) != 1:
+        raise LookupError(f"{page}: {len(found)} text blocks marked <!-- docs: output "
+                          f"checked-by {checker} -->; expected one")
+    return found[0].splitlines()
 
 
 def ledger_summary() -> list[str]:

@@ -3,12 +3,16 @@ every python and bash block of the docs is collected."""
 
 from __future__ import annotations
 
+import os
+import runpy
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.doc_examples import ROOT, DocsDirectiveError, docs_sybil
+from marin.execution.graph import StepGraph
+from tests.doc_examples import LINKED, ROOT, DocsDirectiveError, docs_sybil, documented_file
 
 PAGE = '''# A page
 
@@ -138,3 +142,70 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return fields[0] not in ("Z", "X")
+
+
+def _step_outputs(experiment: Path) -> dict[str, str]:
+    """Load ``experiment`` as ``marin executor`` does (its module code, not its main) and
+    give each step's output folder, which carries the step's version."""
+    steps = runpy.run_path(str(experiment), run_name="docs_experiment")["steps"]
+    graph = StepGraph.build(steps, str(experiment.parent / "local_store"))
+    return {node.step.name: node.output_path for node in graph.nodes}
+
+
+@pytest.mark.parametrize("page", ["docs/profiling.md", "docs/training.md"])
+def test_the_documented_experiment_rewrites_its_input_only_when_it_changed(
+        page: str, tmp_path: Path, monkeypatch):
+    """Loading ``train_tiny.py`` again leaves an unchanged ``topics.txt`` alone, so the
+    tokenize step keeps its version and a second run skips (an edited file is restored)."""
+    experiment = tmp_path / "train_tiny.py"
+    experiment.write_text(documented_file(ROOT / page, "train_tiny.py"))
+    monkeypatch.chdir(tmp_path)
+    first = _step_outputs(experiment)
+    assert _step_outputs(experiment) == first
+    topics = tmp_path / "topics.txt"
+    text = topics.read_text()
+    long_ago = 10**18  # 2001, in nanoseconds: any rewrite moves it
+    os.utime(topics, ns=(long_ago, long_ago))
+    _step_outputs(experiment)
+    assert topics.stat().st_mtime_ns == long_ago
+    topics.write_text("edited")
+    _step_outputs(experiment)
+    assert topics.read_text() == text
+
+
+def test_what_a_page_leaves_running_is_stopped_when_the_page_ends(tmp_path: Path):
+    text = ("```bash\nsleep 300 > /dev/null 2>&1 &\necho $! > server.pid\n```\n\n"
+            "```bash\nkill -0 \"$(cat server.pid)\"   # still serving for the next block\n```\n")
+    document, examples = _examples(tmp_path, text)
+    _run_all(document, examples)
+    server = int(next((tmp_path / "scratch").rglob("server.pid")).read_text())
+    for _ in range(200):
+        if not _running(server):
+            break
+        time.sleep(0.05)
+    assert not _running(server)
+
+
+def test_an_emulator_address_the_page_exports_itself_stays_set(tmp_path: Path):
+    text = ("```bash\nexport STORAGE_EMULATOR_HOST=http://127.0.0.1:4443\n```\n\n"
+            "```bash\ntest \"$STORAGE_EMULATOR_HOST\" = http://127.0.0.1:4443\n```\n")
+    document, examples = _examples(tmp_path, text)
+    _run_all(document, examples)
+
+
+def test_what_the_readme_commands_write_in_the_checkout_is_ignored_by_git(tmp_path: Path):
+    """Run the README's blocks as a reader would in the checkout (here a scratch folder
+    laid out like one) and ask git whether each thing they left there is ignored."""
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    document, examples = _examples(tmp_path, (ROOT / "README.md").read_text())
+    _run_all(document, examples)
+    (workdir,) = (tmp_path / "scratch").iterdir()
+    saved = {e.parsed[0].file_name for e in examples} - {""}  # files the reader saves
+    harness = {".python-blocks.log", ".docs-env", *LINKED}
+    written = sorted(p.name + ("/" if p.is_dir() else "") for p in workdir.iterdir()
+                     if p.name not in saved | harness)
+    assert "runs/" in written  # the README's --prefix runs example
+    ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--no-index", *written],
+                             capture_output=True, text=True).stdout.split()
+    assert [w for w in written if w not in ignored] == []

@@ -290,6 +290,50 @@ def test_cli_summarize_json_and_charts(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["categories"]["compute"]["delta_seconds"] == 0
 
 
+def test_several_traces_give_a_summary_each_in_order(tmp_path, capsys):
+    a = gpu_trace(tmp_path / "a" / "t.xplane.pb", fusion_us=40)
+    b = gpu_trace(tmp_path / "b" / "t.xplane.pb", fusion_us=20)
+    assert main(["trace", "summarize", str(a), str(b), "--json"]) == 0
+    documents = json.loads(capsys.readouterr().out)
+    assert [d["sources"] for d in documents] == [[str(a)], [str(b)]]
+    for document, path in zip(documents, (a, b), strict=True):
+        alone = trace_summary.load(str(path)).to_json()
+        assert document["sections"]["kernels"] == alone["sections"]["kernels"]
+    assert main(["trace", "summarize", str(b), str(a)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("where the time goes") == 2
+    assert text.index(str(b)) < text.index(str(a))
+
+
+def test_several_traces_fail_together_in_one_line(tmp_path, capsys):
+    a = gpu_trace(tmp_path / "a" / "t.xplane.pb")
+    missing = tmp_path / "missing.xplane.pb"
+    assert main(["trace", "summarize", str(a), str(missing)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and str(missing) in out.err
+    chart = tmp_path / "chart.html"
+    assert main(["trace", "summarize", str(a), str(a), "--html", str(chart)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1
+    assert "--html writes the chart of one trace, and 2 were given" in out.err
+    assert not chart.exists()
+
+
+def test_a_glob_over_two_versions_of_a_step_summarizes_both(matmul_trace, tmp_path):
+    """The documented ``marin trace summarize local_store/train/tiny-*/``, typed in a shell
+    where two versions of the step have run."""
+    for version in ("tiny-0a1b2c3d", "tiny-4e5f6a7b"):
+        shutil.copytree(matmul_trace[0], tmp_path / "local_store" / "train" / version /
+                        "profile")
+    marin = Path(sys.executable).parent / "marin"
+    out = subprocess.run(["bash", "-c", f"{marin} trace summarize local_store/train/tiny-*/"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "COLUMNS": "400"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("where the time goes") == 2
+    assert out.stdout.index("tiny-0a1b2c3d") < out.stdout.index("tiny-4e5f6a7b")
+
+
 @pytest.fixture
 def analyzer_site(tmp_path, monkeypatch):
     site = tmp_path / "site"

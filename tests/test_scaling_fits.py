@@ -312,3 +312,15 @@ def test_predict_optimal_spends_the_budget_in_the_runs_own_flop_accounting():
     six_nd = fit_parametric_loss(n, d, loss).predict_optimal(budget)  # no flops: C = 6ND
     assert 6 * six_nd.params * six_nd.tokens == pytest.approx(budget)
     assert abs(math.log(six_nd.params / best.params)) > 0.05  # the accounting matters
+
+
+def test_a_wide_interval_far_out_is_infinite_not_an_error():
+    """A power law with a large exponent error, extrapolated far: the upper bound is
+    past the largest float; the interval says so instead of raising OverflowError."""
+    from marin.scaling_laws.isoflop_analysis import ScalingFit
+
+    law = ScalingFit(exponent=0.5, coefficient=1.0, exponent_se=20.0, log_coefficient_se=1.0,
+                     quantity="params")
+    low, high = law.interval(1e21)
+    assert high == math.inf
+    assert 0 <= low < float(law.predict(1e21))

@@ -2,6 +2,7 @@
 
     marin trace summarize gs://bucket/train/run-1234 --top 15 --html breakdown.html
     marin trace summarize run.xplane.pb --json
+    marin trace summarize local_store/train/tiny-*/     # several traces: a summary each
     marin trace compare before/ after/
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -30,28 +32,40 @@ def _err(message: str) -> int:
     return 2
 
 
-def summarize(path: str, top: int = 10, as_json: bool = False, html: str | None = None,
-              png: str | None = None) -> int:
+def summarize(paths: str | Sequence[str], top: int = 10, as_json: bool = False,
+              html: str | None = None, png: str | None = None) -> int:
+    """Print the summary of each trace in ``paths``, in order (several: one after another;
+    with ``--json`` a list). Every trace is read before anything is printed or written, so
+    a bad one fails the command in one line with no partial output."""
+    paths = [paths] if isinstance(paths, str) else list(paths)
     if top <= 0:
         return _err(f"--top must be positive, got {top}")
-    for out in (html, png):
-        if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+    charts = [(flag, out) for flag, out in (("--html", html), ("--png", png)) if out]
+    if charts and len(paths) > 1:
+        return _err(f"{charts[0][0]} writes the chart of one trace, and {len(paths)} were "
+                    f"given ({', '.join(paths)}): pass one path, or run once per trace")
+    for _, out in charts:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
             return _err(f"cannot write the chart to {out}: its folder does not exist")
     try:
-        summary = load(path, top=top)
+        summaries = [load(path, top=top) for path in paths]
     except TraceError as e:
         return _err(str(e))
-    if html:
-        write_chart(summary, html)
-    if png:
-        write_chart(summary, png)
+    for _, out in charts:
+        write_chart(summaries[0], out)
     if as_json:
-        print(json.dumps(summary.to_json(), indent=1))
+        documents = [summary.to_json() for summary in summaries]
+        print(json.dumps(documents[0] if len(paths) == 1 else documents, indent=1))
     else:
-        render(summary, _out(), top)
+        console = _out()
+        for i, summary in enumerate(summaries):
+            if i:
+                console.print()
+            render(summary, console, top)
     warn = Console(stderr=True)
-    for error in summary.analyzer_errors:
-        warn.print(f"[yellow]warning:[/] {error}", highlight=False, soft_wrap=True)
+    for summary in summaries:
+        for error in summary.analyzer_errors:
+            warn.print(f"[yellow]warning:[/] {error}", highlight=False, soft_wrap=True)
     return 0
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -88,7 +89,15 @@ class ScalingFit:
         log_c = math.log(budget)
         se = math.hypot(self.log_coefficient_se, self.exponent_se * log_c)
         center = math.log(float(self.predict(budget)))
-        return math.exp(center - z * se), math.exp(center + z * se)
+        return _exp(center - z * se), _exp(center + z * se)
+
+
+def _exp(x: float) -> float:
+    """``e ** x``, infinite past the largest float (a wide interval far out, not an error)."""
+    return math.exp(x) if x < _LOG_MAX else math.inf
+
+
+_LOG_MAX = math.log(sys.float_info.max)
 
 
 @dataclass

@@ -23,6 +23,16 @@ from marin.scaling_laws.isoflop_analysis import (
 )
 
 
+def budget_label(flops: float) -> str:
+    """The shortest ``g`` spelling that reads back as ``flops``: ``2.5e+10``, never the
+    ``2e+10`` a fixed one-digit format gives, so a label names the budget it shows."""
+    for digits in range(1, 18):
+        text = f"{flops:.{digits}g}"
+        if float(text) == flops:
+            return text
+    return repr(flops)
+
+
 def _colors(n: int) -> list[str]:
     cmap = plt.get_cmap("viridis")
     return [matplotlib.colors.to_hex(cmap(i / max(1, n - 1))) for i in range(n)]
@@ -42,7 +52,7 @@ def write_isoflop_plots(analysis: IsoFlopAnalysis, records: Sequence[RunRecord],
         tokens = np.array([r.tokens for r in runs])
         losses = np.array([r.loss for r in runs])
         grid = np.geomspace(tokens.min() / 1.3, tokens.max() * 1.3, 200)
-        label = f"{fit.budget:.0e} FLOPs"
+        label = f"{budget_label(fit.budget)} FLOPs"
         ax.scatter(tokens, losses, color=color, s=22, zorder=3)
         ax.plot(grid, fit.loss_at(grid), color=color, label=label)
         ax.scatter([fit.optimal_tokens], [fit.optimal_loss], marker="*", s=160,
@@ -87,10 +97,10 @@ def write_scaling_plots(analysis: IsoFlopAnalysis, stem: str | Path,
                                   name=f"{name} = {fit.coefficient:.3g} C^{fit.exponent:.3f}"))
         if target:
             predicted = float(fit.predict(target))
-            ax.loglog([target], [predicted], "*", markersize=14, label=f"{target:.0e}: "
-                      f"{predicted:.3g}")
+            ax.loglog([target], [predicted], "*", markersize=14,
+                      label=f"{budget_label(target)}: {predicted:.3g}")
             html.add_trace(go.Scatter(x=[target], y=[predicted], mode="markers",
-                                      name=f"{name} at {target:.0e}",
+                                      name=f"{name} at {budget_label(target)}",
                                       marker={"symbol": "star", "size": 14}))
         ax.set_xlabel("training FLOPs C")
         ax.set_ylabel(f"compute-optimal {name}")

@@ -125,6 +125,7 @@ class Checkpoints:
         targets = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
                    for x in jax.tree.leaves(arrays)]
         try:
+            _refuse_other_shapes(manager, step, arrays, step_folder(self.root, step))
             restore_args = ocp.checkpoint_utils.construct_restore_args(targets)
             out = manager.restore(step, args=ocp.args.Composite(
                 state=ocp.args.PyTreeRestore(targets, restore_args=restore_args),
@@ -150,6 +151,35 @@ class Checkpoints:
         self._manager.close()
         if self._remote is not None:
             self._remote.close()
+
+
+def _refuse_other_shapes(manager, step: int, arrays: Any, folder: str) -> None:
+    """Raise ``CheckpointError`` naming the first array whose shape differs from the one
+    stored in checkpoint ``step`` (nothing when the checkpoint has no array metadata).
+
+    Design note: orbax finds a shape mismatch only once the reads of the other arrays have
+    started, and leaves those reads suspended; when the garbage collector closes them later,
+    orbax's ``except BaseException`` turns each ``GeneratorExit`` into an exception that
+    Python can only report as unraisable, with a TensorStore spec dump. Comparing with the
+    stored metadata first refuses the restore before any read starts."""
+    try:
+        composite = manager.item_metadata(step)
+    except FileNotFoundError:
+        return  # no such step: the restore itself says so
+    stored = getattr(composite["state"], "tree", None) if composite is not None and \
+        "state" in composite else None
+    if not isinstance(stored, list):
+        return
+    leaves = jax.tree_util.tree_flatten_with_path(arrays)[0]
+    hint = "Was it written for another model shape?"
+    if len(stored) != len(leaves):
+        raise CheckpointError(f"cannot restore {folder}: it holds {len(stored)} arrays and "
+                              f"the state to restore has {len(leaves)}. {hint}")
+    for (path, leaf), meta in zip(leaves, stored, strict=True):
+        if tuple(meta.shape) != tuple(leaf.shape):
+            raise CheckpointError(
+                f"cannot restore {folder}: state{jax.tree_util.keystr(path)} has shape "
+                f"{tuple(leaf.shape)} here and {tuple(meta.shape)} in the checkpoint. {hint}")
 
 
 def _manager(directory: str, keep_last: int, keep_every: int, asynchronous: bool):

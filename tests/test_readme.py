@@ -1,0 +1,124 @@
+"""The README's promises about the main job, checked on a real run of a reduced study: the
+summary it prints has the shape of the README's sample, line by line, and the tour's
+commands that read the main job's outputs work as written on what the study wrote.
+
+The reduced study is the main job's graph (``isoflop_study`` named ``isoflop-tiny``, a
+trained BPE, three budgets, a held-out budget), run the way the main job runs, as a script
+whose main calls ``executor_main`` and then ``print_study_summary``; it uses eight plays, a
+smaller vocabulary and budgets about twenty times smaller, so it takes about a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments import isoflop_tiny
+from marin.scaling_laws.study import StudyCorpus, isoflop_study
+from tests.doc_examples import ROOT, checked_block, sample_output
+from tests.helpers.corpus import plays
+
+pytestmark = pytest.mark.slow
+
+README = ROOT / "README.md"
+VOCAB = 300
+BUDGETS = (1.25e9, 2.5e9, 5e9)  # three candidates each (hidden 4, 8, 12), all bracketing
+HELD_OUT = 1e10
+# the main job's heuristic on shorter sequences and larger batches, with smaller models
+HEURISTIC = isoflop_tiny.HEURISTIC.with_overrides(
+    vocab_size=VOCAB, seq_len=32, min_hidden=4, max_hidden=12, min_batch_size=32,
+    max_batch_size=32, min_train_steps=20, reference_batch_size=32, reference_tokens=1e5)
+
+SCRIPT = """
+import sys
+
+from marin.execution import executor_main
+from marin.scaling_laws.study import print_study_summary
+from tests.test_readme import reduced_study
+
+steps = reduced_study()
+if __name__ == "__main__":
+    executor_main(steps, description="the main job, reduced")
+    print_study_summary(steps, sys.argv[1:])
+"""
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?")
+
+
+def reduced_study() -> list:
+    """The reduced study's steps, on the plays in ``./corpus`` (see ``_corpus``)."""
+    corpus = StudyCorpus(train=("corpus/train",), validation=("corpus/validation",))
+    return isoflop_study(isoflop_tiny.NAME, corpus, BUDGETS, HEURISTIC, tokenizer_vocab_size=VOCAB,
+                         predict_budget=HELD_OUT, bootstrap=20,
+                         train_options={"compute_dtype": "float32", "eval_batches": 2,
+                                        "log_every": 1000})
+
+
+def _corpus(root: Path, count: int = 8) -> None:
+    texts = plays(count)
+    for folder in ("train", "validation"):
+        (root / "corpus" / folder).mkdir(parents=True)
+    for play in texts[:-1]:
+        shutil.copy(play, root / "corpus" / "train" / f"{play.stem}.txt")
+    shutil.copy(texts[-1], root / "corpus" / "validation" / f"{texts[-1].stem}.txt")
+
+
+def shape(line: str) -> str:
+    """A summary line with its figures, hashes and checkout path left out."""
+    line = re.sub(r"\S*/local_store/", "<checkout>/local_store/", line)
+    line = re.sub(r"-(?:[0-9a-f]{8}|<hash>)(?=/)", "-<hash>", line)
+    return _NUMBER.sub("<n>", line)
+
+
+@pytest.fixture(scope="module")
+def study_run(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A folder where the reduced study has run, and the lines its run printed from the
+    executor's summary on."""
+    root = tmp_path_factory.mktemp("readme")
+    _corpus(root)
+    (root / "study.py").write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "MARIN_PREFIX"}  # ./local_store
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "study.py"], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("executor: "))
+    return root, lines[start:]
+
+
+def test_the_readme_sample_has_the_shape_of_what_the_run_prints(study_run):
+    _, printed = study_run
+    sample = sample_output(README, "tests/test_readme.py")
+    assert [shape(line) for line in sample] == [shape(line) for line in printed]
+    assert printed[0].endswith(" succeeded") and "failed" not in printed[0]
+
+
+def test_the_shape_keeps_the_words_and_drops_the_figures():
+    assert shape("runs: 17 used, 0 excluded") == shape("runs: 9 used, 0 excluded")
+    assert shape("runs: 17 used, 0 excluded") != shape("runs: 17 used; 0 excluded")
+    assert shape("N = 4e+04 params (95% 1.72e+04 - 9.35e+04)") == "N = <n> params (<n>% <n> - <n>)"
+    assert shape("report: /x/marin/local_store/isoflop-tiny/report-1a2b3c4d/report.md") == \
+        shape("report: /path/to/marin/local_store/isoflop-tiny/report-<hash>/report.md")
+
+
+def test_the_tour_commands_on_the_main_jobs_outputs_work_as_written(study_run):
+    root, _ = study_run
+    block = checked_block(README, "tests/test_readme.py")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "COLUMNS": "120"}
+    out = subprocess.run(["bash", "-eo", "pipefail", "-c", block], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert (root / "plots" / "fit.json").exists()
+    if (ROOT / ".git").exists():  # what it wrote in the checkout is not for committing
+        check = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--no-index", "-q",
+                                "plots/"])
+        assert check.returncode == 0, "plots/ is not in .gitignore"
+    assert "token caches under local_store/isoflop-tiny" in out.stdout

@@ -45,6 +45,7 @@ OWNERS: dict[str, str] = {
     "marin.scaling_heuristics": "marin.scaling_laws.scaling_heuristics",
     "marin.storage": "marin.storage",
     "marin.trace_analyzers": "marin.profiling.analyzers",
+    "marin.trackers": "marin.trackers",
 }
 
 

@@ -134,7 +134,8 @@ def test_plugins_check_passes_on_the_first_party_set_up():
 
 
 MARIN_GROUPS = ["marin.hardware", "marin.resolvers", "marin.run_observers", "marin.runners",
-                "marin.scaling_heuristics", "marin.storage", "marin.trace_analyzers"]
+                "marin.scaling_heuristics", "marin.storage", "marin.trace_analyzers",
+                "marin.trackers"]
 
 
 def _python(code: str, site: Path | None = None) -> subprocess.CompletedProcess:
@@ -160,6 +161,7 @@ def test_every_group_is_listed_before_its_owner_is_imported_and_declared_on_firs
     assert {"iris", "http"} <= set(result["listed"]["marin.resolvers"])
     assert {"kernels", "hints"} <= set(result["listed"]["marin.trace_analyzers"])
     assert "step_states" in result["listed"]["marin.run_observers"]
+    assert {"json", "tensorboard", "wandb"} <= set(result["listed"]["marin.trackers"])
     assert result["owners_imported_by_listing"] == []
     assert result["storage_imported_by_load"] and result["memory"] == "MemoryStorage"
 

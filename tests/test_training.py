@@ -45,7 +45,7 @@ def test_validation_loss_clearly_falls_on_real_text(cache: Path, tmp_path: Path,
         else 3e-3, weight_decay=0.1))
     summary = train_lm(config)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
-    evals = [r["eval_loss"] for r in records if "eval_loss" in r]
+    evals = [r["eval/loss"] for r in records if "eval/loss" in r]
     assert len(evals) == 3  # steps 40, 80 and the end
     uniform = float(jax.numpy.log(VOCAB))
     assert evals[-1] < uniform - 1.0 and evals[-1] < evals[0]
@@ -54,10 +54,13 @@ def test_validation_loss_clearly_falls_on_real_text(cache: Path, tmp_path: Path,
     assert summary["flops"] == pytest.approx(summary["tokens"]
                                              * config.model.training_flops_per_token())
     assert 0 < summary["eval_bpb"] < 8
-    steps = [r for r in records if "loss" in r]
+    assert records[0] == {"step": 0, "parameter_count": config.model.num_params()}
+    steps = [r for r in records if "train/loss" in r]
     assert [r["step"] for r in steps] == list(range(1, 121))
-    assert all(r["tokens_per_s"] > 0 and 0 < r["mfu"] < 1 for r in steps)
-    assert steps[0]["learning_rate"] == 0.0 and steps[-1]["learning_rate"] < \
+    assert all(r["throughput/tokens_per_second"] > 0 and 0 < r["throughput/mfu"] < 1
+               for r in steps)
+    assert [r["throughput/total_tokens"] for r in steps] == [8 * 64 * s for s in range(1, 121)]
+    assert steps[0]["optim/learning_rate"] == 0.0 and steps[-1]["optim/learning_rate"] < \
         config.optimizer.learning_rate
 
 
@@ -128,7 +131,8 @@ def _initial_state(config: TrainLmConfig):
 
 def _losses(run: Path) -> list[tuple[int, float]]:
     path = run / "metrics.jsonl"
-    return [(r["step"], r["loss"]) for r in map(json.loads, path.open()) if "loss" in r]
+    return [(r["step"], r["train/loss"]) for r in map(json.loads, path.open())
+            if "train/loss" in r]
 
 
 def test_a_diverging_loss_stops_with_a_clear_error_and_keeps_the_checkpoint(cache: Path,

@@ -18,6 +18,7 @@ from typing import Any
 
 from marin.dashboard.bounded import Part, read_spread
 from marin.dashboard.records import finite_number
+from marin.training import metric_names as names
 
 __all__ = ["BUDGET", "MAX_POINTS", "METRICS", "Curves", "read_curves"]
 
@@ -27,6 +28,10 @@ METRICS = (("loss", "training loss"), ("eval_loss", "eval loss"),
 BUDGET = 8 << 20
 MAX_POINTS = 2000
 _NAMES = tuple(name for name, _ in METRICS)
+#: each curve's metric in the file (older files' names are read through ``canonical``)
+_SOURCES = {"loss": names.TRAIN_LOSS, "eval_loss": names.EVAL_LOSS, "eval_bpb": names.EVAL_BPB,
+            "learning_rate": names.LEARNING_RATE, "tokens_per_s": names.TOKENS_PER_SECOND,
+            "mfu": names.MFU}
 
 
 @dataclass
@@ -106,8 +111,9 @@ def _record(line: bytes) -> dict[str, float] | None:
     if step is None:
         return None
     record = {"step": int(step) if step.is_integer() else step}
+    data = names.canonical(data)
     for name in _NAMES:
-        value = finite_number(data.get(name))
+        value = finite_number(data.get(_SOURCES[name]))
         if value is not None:
             record[name] = value
     return record

@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from marin.scaling_laws.budgets import DEFAULT_BUDGETS  # noqa: F401 (its older home)
+
 logger = logging.getLogger("marin.scaling_laws")
 
-DEFAULT_BUDGETS: tuple[float, ...] = (1e18, 3e18, 1e19, 3e19, 1e20, 3e20, 1e21)
 MIN_POINTS_PER_BUDGET = 3
 
 

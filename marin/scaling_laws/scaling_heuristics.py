@@ -275,3 +275,7 @@ class ProportionalDepthHeuristic(CompletedAdamhHeuristic):
 
     def num_layers_for(self, hidden: int) -> int:
         return max(1, round(hidden / self.hidden_per_layer))
+
+
+#: Marin's spelling of the same class
+CompletedAdamHHeuristic = CompletedAdamhHeuristic

@@ -61,6 +61,7 @@ from marin.processing.tokenize.tokenizer_training import TrainTokenizerConfig, t
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.storage.files import atomic_write, exists, join_url, open_url
 from marin.training.hyperparameters import OptimizerHyperparameters
+from marin.training.metric_names import EVAL_LOSS, canonical
 
 logger = logging.getLogger("marin.scaling_laws")
 
@@ -410,10 +411,10 @@ def run_candidate(config: CandidateRunConfig) -> dict[str, Any]:
 def _eval_losses(run_path: str) -> list[float]:
     try:
         with open_url(join_url(run_path, "metrics.jsonl"), "r") as f:
-            records = [json.loads(line) for line in f if line.strip()]
+            records = [canonical(json.loads(line)) for line in f if line.strip()]
     except FileNotFoundError:
         return []
-    return [r["eval_loss"] for r in records if r.get("eval_loss") is not None]
+    return [r[EVAL_LOSS] for r in records if r.get(EVAL_LOSS) is not None]
 
 
 # -- the fit -----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 
 A hook is any callable ``(done, state, record)``: ``done`` is the number of steps taken,
 ``state`` the ``TrainerState`` after them, ``record`` the step's metrics (a dict a hook may
-add to: evaluation adds ``eval_loss`` before the metrics hook stores the record).
+add to: evaluation adds ``eval/loss`` before the metrics hook stores the record).
 ``Every(n, hook)`` runs ``hook`` when ``done`` is a multiple of ``n`` (never when ``n`` is 0).
 """
 
@@ -19,7 +19,7 @@ import logging
 import math
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import jax
@@ -28,6 +28,9 @@ import numpy as np
 
 from marin.inference.handler import log_metrics
 from marin.storage.files import atomic_write, open_url
+from marin.trackers.config import TrackerRun
+from marin.trackers.fanout import Trackers
+from marin.training import metric_names as names
 
 logger = logging.getLogger("marin.training")
 
@@ -49,15 +52,18 @@ class Every:
 
 
 class MetricsLog:
-    """metrics.jsonl: kept in memory and rewritten whole at checkpoints and at the end."""
+    """metrics.jsonl: kept in memory and rewritten whole at checkpoints and at the end;
+    each record also goes to the run's trackers, as it is stored."""
 
-    def __init__(self, path: str, log_every: int):
+    def __init__(self, path: str, log_every: int, trackers: Trackers | None = None):
         self.path = path
+        self.trackers = trackers or Trackers([])
         self.records: list[dict[str, Any]] = []
         self.log_every = max(1, log_every)
         try:
-            with open_url(self.path, "r") as f:
-                self.records = [json.loads(line) for line in f if line.strip()]
+            with open_url(self.path, "r") as f:  # an older run's file may use older names
+                self.records = [names.canonical(json.loads(line)) for line in f
+                                if line.strip()]
         except FileNotFoundError:
             pass
 
@@ -67,9 +73,11 @@ class MetricsLog:
     def add(self, record: dict[str, Any]) -> None:
         self.records.append(record)
         log_metrics(record)  # a structured entry in the log service, when $MARIN_LOGGER is set
-        if "loss" in record and record["step"] % self.log_every == 0:
+        self.trackers.log(record["step"], {k: v for k, v in record.items() if k != "step"})
+        if names.TRAIN_LOSS in record and record["step"] % self.log_every == 0:
             logger.info("step %d loss %.4f %.0f tok/s mfu %.1f%%", record["step"],
-                        record["loss"], record["tokens_per_s"], 100 * record["mfu"])
+                        record[names.TRAIN_LOSS], record[names.TOKENS_PER_SECOND],
+                        100 * record[names.MFU])
 
     def hook(self, done: int, state: Any, record: dict[str, Any]) -> None:
         self.add(record)
@@ -80,7 +88,7 @@ class MetricsLog:
             f.writelines(json.dumps(r) + "\n" for r in self.records)
 
     def train_losses(self) -> list[float]:
-        return [r["loss"] for r in self.records if "loss" in r]
+        return [r[names.TRAIN_LOSS] for r in self.records if names.TRAIN_LOSS in r]
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,8 @@ class Validation:
             batch = np.stack([self.data.sequence(i) for i in range(start, stop)])
             total += float(self.eval_fn(model, jnp.asarray(batch))) * len(batch)
         loss = total / count
-        return {"eval_loss": loss, "eval_bpb": loss * self.tokens_per_byte / math.log(2)}
+        return {names.EVAL_LOSS: loss,
+                names.EVAL_BPB: loss * self.tokens_per_byte / math.log(2)}
 
     def hook(self, done: int, state: Any, record: dict[str, Any]) -> None:
         record.update(self.evaluate(state.model))
@@ -148,3 +157,14 @@ def progress_bar(total: int, start: int) -> Callable[[int | None, float | None],
             bar.update(task, completed=step, loss=f"{loss:.4f}")
 
     return update
+
+
+def open_trackers(config: Any) -> Trackers:
+    """The trackers of a ``TrainLmConfig``, told the run's configuration and hardware."""
+    if not config.trackers:
+        return Trackers([])
+    hardware = {"preset": config.hardware, "devices": jax.device_count(),
+                "device_kind": jax.devices()[0].device_kind, "platform": jax.default_backend()}
+    settings = json.loads(json.dumps(asdict(config), default=str))
+    run = TrackerRun.of(config.output_path, settings, hardware)
+    return Trackers.open(config.trackers, run)

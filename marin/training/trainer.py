@@ -6,11 +6,14 @@
                  model=TransformerConfig(...), batch_size=8, train_steps=200,
                  optimizer=OptimizerHyperparameters(...)))
 
-Outputs under the step's path: ``metrics.jsonl`` (per step: loss, learning rate, tokens/s,
-MFU against the hardware preset's peak, step time, wall-clock time, gradient norm; eval loss
-and bits per byte at intervals), ``summary.json`` (params, tokens, FLOPs, final train and
-eval loss: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
-``marin.training.checkpoint``) and, when asked, a JAX profile of a step range.
+Outputs under the step's path: ``metrics.jsonl`` (per step, in Levanter's names, see
+``marin.training.metric_names``: ``train/loss``, ``optim/learning_rate``,
+``throughput/tokens_per_second``, ``throughput/mfu`` against the hardware preset's peak,
+step time, total tokens and GFLOPs, wall-clock time, gradient norm; ``eval/loss`` and
+``eval/bpb`` at intervals), ``summary.json`` (params, tokens, FLOPs, final train and eval
+loss: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
+``marin.training.checkpoint``), whatever the run's ``trackers`` write (``marin.trackers``)
+and, when asked, a JAX profile of a step range.
 
 A step's ``step_time`` (and so its tokens/s and MFU) leaves out the time JAX spent tracing
 and compiling during it, recorded as ``compile_time`` on the steps that compiled (the first
@@ -52,8 +55,18 @@ from marin.processing.tokenize.cache import CacheError
 from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.storage.files import atomic_write, join_url
+from marin.trackers.config import TrackerConfig, TrackerConfigError
+from marin.training import metric_names as names
 from marin.training.checkpoint import Checkpoints, step_folder
-from marin.training.hooks import Every, Hook, MetricsLog, Profiler, Validation, progress_bar
+from marin.training.hooks import (
+    Every,
+    Hook,
+    MetricsLog,
+    Profiler,
+    Validation,
+    open_trackers,
+    progress_bar,
+)
 from marin.training.hyperparameters import OptimizerHyperparameters
 from marin.training.optimizer import build_optimizer
 from marin.training.state import CompileClock, TrainerState, make_eval_fn, make_update_fn
@@ -114,6 +127,9 @@ class TrainLmConfig:
         profile_steps: capture a JAX profile (XPlane) of steps [a, b) into
             ``<output>/profile``, each step marked by a ``StepTraceAnnotation``; read it
             with ``marin trace summarize <output>``.
+        trackers: where the metrics go besides ``metrics.jsonl``: ``TrackerConfig``s (or
+            plugin names) of the ``marin.trackers`` group, e.g. ``json``, ``tensorboard``,
+            ``wandb``. Unversioned: trackers change no result.
     """
 
     cache_path: str
@@ -134,6 +150,15 @@ class TrainLmConfig:
     log_every: int = unversioned_field(default=50)
     hardware: str = unversioned_field(default="cpu")
     profile_steps: tuple[int, int] | None = unversioned_field(default=None)
+    trackers: list[TrackerConfig] = unversioned_field(default_factory=list)  # noqa: RUF009
+
+    def __post_init__(self) -> None:
+        from marin.trackers.fanout import check_trackers
+
+        try:  # unknown trackers and refused settings fail here, before any step runs
+            check_trackers(self.trackers)
+        except TrackerConfigError as e:
+            raise TrainingConfigError(str(e)) from None
 
 
 def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
@@ -161,13 +186,15 @@ def train_lm(config: TrainLmConfig) -> dict[str, Any]:
     _check_config(config)
     data = _training_data(config)
     run = _Run(config)
+    summary: dict[str, Any] = {}
     try:
         state, start = run.restore_or_init()
         state, last_loss = run.train(state, data, start)
         final = run.finish(state)
+        summary = _summary(config, last_loss, final, run.metrics)
     finally:
         run.checkpoints.close()  # the last save is committed before the step counts as done
-    summary = _summary(config, last_loss, final, run.metrics)
+        run.metrics.trackers.close(summary)
     with atomic_write(join_url(config.output_path, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return summary
@@ -185,7 +212,7 @@ class _Run:
         self.update = make_update_fn(self.tx, config.optimizer.z_loss_weight, dtype)
         self.sharding = _Sharding(config.batch_size)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
-                                  config.log_every)
+                                  config.log_every, open_trackers(config))
         self.validation = _validation(config, make_eval_fn(dtype))
         self.profiler = Profiler(join_url(config.output_path, "profile"), config.profile_steps)
         self.flops_per_step = config.model.training_flops_per_token() * config.batch_size \
@@ -206,6 +233,7 @@ class _Run:
         state = self.sharding.place_state(TrainerState.init(self.model, self.tx))
         latest = self.checkpoints.latest_step()
         if latest is None:
+            self.metrics.add({"step": 0, names.PARAMETER_COUNT: self.config.model.num_params()})
             return state, 0
         # On disk: (model, opt_state) and, in the metadata, the data position.
         (model, opt_state), meta = self.checkpoints.restore(
@@ -226,7 +254,7 @@ class _Run:
             with self.profiler.around(step):
                 _, batch = next(batches)
                 state, record = self._step(state, batch, step)
-            last_loss = record["loss"]
+            last_loss = record[names.TRAIN_LOSS]
             for hook in self.hooks:
                 hook(step + 1, state, record)
             progress(step + 1, last_loss)
@@ -258,10 +286,15 @@ class _Run:
         if not math.isfinite(loss):
             self._diverged(loss, step)
         elapsed = max(clock.elapsed - clock.seconds, 1e-9)
-        record = {"step": step + 1, "loss": loss, "learning_rate": float(self.schedule(step)),
-                  "grad_norm": float(out["grad_norm"]), "step_time": elapsed,
-                  "tokens_per_s": config.batch_size * config.model.seq_len / elapsed,
-                  "mfu": self.flops_per_step / elapsed / self.peak, "wall_time": time.time()}
+        tokens = config.batch_size * config.model.seq_len
+        record = {"step": step + 1, names.TRAIN_LOSS: loss,
+                  names.LEARNING_RATE: float(self.schedule(step)),
+                  names.GRAD_NORM: float(out["grad_norm"]), names.STEP_TIME: elapsed,
+                  names.TOKENS_PER_SECOND: tokens / elapsed,
+                  names.MFU: self.flops_per_step / elapsed / self.peak,
+                  names.TOTAL_TOKENS: tokens * (step + 1),
+                  names.TOTAL_GFLOPS: self.flops_per_step * (step + 1) / 1e9,
+                  "wall_time": time.time()}
         if clock.seconds:
             record["compile_time"] = clock.seconds
         return state, record
@@ -360,9 +393,15 @@ def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
              metrics: MetricsLog) -> dict[str, Any]:
     tokens = config.train_steps * config.batch_size * config.model.seq_len
     recent = metrics.train_losses()[-10:]
-    return {"params": config.model.num_params(), "tokens": tokens,
-            "flops": tokens * config.model.training_flops_per_token(),
-            "train_loss": float(np.mean(recent)) if recent else last_loss,
-            "final_step_loss": last_loss, "eval_loss": final.get("eval_loss"),
-            "eval_bpb": final.get("eval_bpb"), "steps": config.train_steps,
-            "batch_size": config.batch_size, "seq_len": config.model.seq_len}
+    flops = tokens * config.model.training_flops_per_token()
+    train_loss = float(np.mean(recent)) if recent else last_loss
+    eval_loss, eval_bpb = final.get(names.EVAL_LOSS), final.get(names.EVAL_BPB)
+    return {"params": config.model.num_params(), "tokens": tokens, "flops": flops,
+            "train_loss": train_loss, "final_step_loss": last_loss, "eval_loss": eval_loss,
+            "eval_bpb": eval_bpb, "steps": config.train_steps,
+            "batch_size": config.batch_size, "seq_len": config.model.seq_len,
+            # the same figures in Levanter's names, as Marin's analysis reads a summary
+            names.PARAMETER_COUNT: config.model.num_params(), names.TOTAL_TOKENS: tokens,
+            names.TOTAL_GFLOPS: flops / 1e9, names.TRAIN_LOSS: train_loss,
+            names.EVAL_LOSS: eval_loss, names.EVAL_BPB: eval_bpb}
+

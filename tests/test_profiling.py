@@ -446,7 +446,7 @@ def test_a_trainer_run_with_profile_steps_summarizes_its_steps(cache, tmp_path, 
     assert shares["compute"].seconds > 0
     assert sum(s.fraction for s in shares.values()) == pytest.approx(1.0, abs=1e-6)
     recorded = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    timed = sum(r["step_time"] for r in recorded if r["step"] in (3, 4, 5))
+    timed = sum(r["throughput/duration"] for r in recorded if r["step"] in (3, 4, 5))
     assert sum(steps.times) >= timed  # a step marker spans the timed part of the step
     assert main(["trace", "summarize", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sections"]["steps"]["count"] == 3

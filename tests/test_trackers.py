@@ -40,8 +40,9 @@ def runs(cache: Path, tmp_path_factory):
     """The same run twice: without trackers, and with all three plus one that raises."""
     root = tmp_path_factory.mktemp("trackers")
     site = root / "site"
-    make_distribution(site, "acme-trackers", {"marin.trackers": {"broken": "acme_broken:Broken"}},
-                      {"acme_broken": BROKEN})
+    make_distribution(site, "acme-trackers",
+                      {"marin.trackers": {"broken": "acme_broken_tracker:Broken"}},
+                      {"acme_broken_tracker": BROKEN})
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(site))
         patch.delenv("WANDB_API_KEY", raising=False)
@@ -61,10 +62,10 @@ def runs(cache: Path, tmp_path_factory):
             train_lm(tracked)
         finally:
             logging.getLogger("marin.trackers").removeHandler(handler)
-        import acme_broken
+        import acme_broken_tracker
 
         yield {"plain": Path(plain.output_path), "tracked": Path(tracked.output_path),
-               "warnings": handler.lines, "broken_calls": acme_broken.Broken.calls}
+               "warnings": handler.lines, "broken_calls": acme_broken_tracker.Broken.calls}
     registry.refresh()
 
 

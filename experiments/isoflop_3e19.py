@@ -1,11 +1,12 @@
 """The seed's IsoFLOP study: budgets up to 3e19 FLOPs, GPT-2 tokens, a checked prediction at 1e20.
 
-    python experiments/isoflop_3e19.py --dry_run true                   # offline, seconds
-    python experiments/isoflop_3e19.py --dry_run true --hardware tpu-v5p --devices 8
-    marin executor --dry-run experiments/isoflop_3e19.py
+    python experiments/isoflop_3e19.py --dry-run                        # offline, seconds
+    python experiments/isoflop_3e19.py --dry-run --hardware tpu-v5p --devices 8
+    marin executor --dry-run experiments/isoflop_3e19.py --hardware tpu-v5p
     python experiments/isoflop_3e19.py --prefix gs://my-bucket/marin --backend ray
     python experiments/isoflop_3e19.py --corpus gs://my-bucket/corpus/*.jsonl.gz \\
-        --validation gs://my-bucket/corpus/valid.jsonl.gz --dry_run true
+        --validation gs://my-bucket/corpus/valid.jsonl.gz --dry-run
+    python experiments/isoflop_3e19.py --help      # every option, this experiment's too
 
 Every candidate of ``CompletedAdamhHeuristic(vocab_size=50257)`` (sequence length 4096) at
 1e18, 3e18, 1e19 and ``DEFAULT_BUDGETS[3]`` = 3e19 FLOPs is trained on the same GPT-2 token
@@ -14,23 +15,23 @@ once and checked (``--holdout 0`` leaves the check out). The corpus is any fsspe
 JSON lines or Parquet; the default is FineWeb-Edu's 10BT sample on the Hugging Face hub at a
 pinned commit, read through ``hf://``.
 
-Nothing touches the network while planning: a dry run prints, per candidate, its shape,
-tokens, batch, steps, FLOPs, memory per device and device-hours on ``--hardware``, then the
-totals. A real run on the local backend first estimates the device-hours on the hardware it
+The options of ``StudyOptions`` are declared in ``experiment`` and parsed with the
+executor's, so ``python`` and ``marin executor`` take them alike. Nothing touches the
+network while planning: a dry run prints, per candidate, its shape, tokens, batch, steps,
+FLOPs, memory per device and device-hours on ``--hardware``, then the totals. Before a real
+run on the local backend, the preflight estimates the device-hours on the hardware it
 detects and refuses, in one line, beyond ``--max_local_device_hours`` unless ``--yes``.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
 
-from marin.execution import ExecutorStep, executor_main
+from marin.execution import ExecutorMainConfig, ExecutorStep, Experiment, executor_main
+from marin.execution.planning import Plan
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
@@ -78,11 +79,6 @@ def build(options: StudyOptions) -> list[ExecutorStep]:
                                            validation=(options.validation,)),
                          budgets=SWEEP, heuristic=heuristic_for(options), tokenizer="gpt2",
                          predict_budget=options.holdout or None)
-
-
-def steps() -> list[ExecutorStep]:
-    """The graph with the default options (what ``marin executor`` runs)."""
-    return build(StudyOptions())
 
 
 # -- the plan, for people --------------------------------------------------------------------
@@ -150,59 +146,21 @@ def local_refusal(options: StudyOptions) -> str | None:
             "pass --yes to start it here")
 
 
-def preflight(dry_run: bool, assume_yes: bool = False, console: Console | None = None
-              ) -> str | None:
-    """Called by ``marin executor`` before it plans or runs this file's steps."""
-    options = StudyOptions(yes=assume_yes)
-    if dry_run:
-        print_candidates(options, console)
-        return None
-    return local_refusal(options)
+def preflight(options: StudyOptions, executor: ExecutorMainConfig) -> str | None:
+    """Before a real run: the refusal of a study too large for this machine (local backend
+    only; a cluster's runner places each run on its own accelerators)."""
+    return local_refusal(options) if executor.backend == "local" else None
 
 
-def _parse(argv: Sequence[str]) -> tuple[StudyOptions, list[str]]:
-    defaults = StudyOptions()
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--corpus", default=defaults.corpus)
-    parser.add_argument("--validation", default=defaults.validation)
-    parser.add_argument("--hardware", default=defaults.hardware)
-    parser.add_argument("--devices", type=int, default=defaults.devices)
-    parser.add_argument("--holdout", type=float, default=defaults.holdout)
-    parser.add_argument("--yes", action="store_true")
-    parser.add_argument("--max_local_device_hours", type=float,
-                        default=defaults.max_local_device_hours)
-    known, rest = parser.parse_known_args(list(argv))
-    return StudyOptions(**vars(known)), rest
+def show_candidates(result: object, options: StudyOptions) -> None:
+    """After a dry run: the candidates and their totals."""
+    if isinstance(result, Plan):
+        print_candidates(options)
 
 
-def main(argv: Sequence[str]) -> None:
-    options, rest = _parse(argv)
-    dry_run = _flag_value(rest, "--dry_run") in ("true", "1", "yes")
-    local = _flag_value(rest, "--backend") in (None, "local")
-    try:
-        if dry_run:
-            print_candidates(options)
-        elif local:
-            refusal = local_refusal(options)
-            if refusal:
-                Console(stderr=True).print(f"[bold red]error:[/] {refusal}", highlight=False,
-                                           soft_wrap=True)
-                sys.exit(2)
-        study = build(options)
-    except (ValueError, LookupError) as e:
-        Console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        sys.exit(2)
-    executor_main(study, description=f"{NAME}: IsoFLOP sweep to 3e19 FLOPs", args=rest)
-
-
-def _flag_value(args: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1].lower()
-        if arg.startswith(f"{flag}="):
-            return arg.split("=", 1)[1].lower()
-    return None
-
+experiment = Experiment(build, options=StudyOptions, preflight=preflight,
+                        description=f"{NAME}: IsoFLOP sweep to 3e19 FLOPs",
+                        after=show_candidates)
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    executor_main(experiment)

@@ -1,7 +1,7 @@
 """A real IsoFLOP study on two CPU cores: Shakespeare, a BPE tokenizer, fits, a checked prediction.
 
     python experiments/isoflop_tiny.py                   # minutes; outputs in ./local_store
-    python experiments/isoflop_tiny.py --dry_run true    # the plan: what would run, and why
+    python experiments/isoflop_tiny.py --dry-run         # the plan: what would run, and why
     marin executor --dry-run experiments/isoflop_tiny.py
 
 The same ``isoflop_study`` graph as ``experiments/isoflop_3e19.py``, scaled down: the plays
@@ -18,10 +18,15 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 
-from marin.execution import ExecutorStep, executor_main, output_path_of, this_output_path
+from marin.execution import (
+    ExecutorStep,
+    Experiment,
+    executor_main,
+    output_path_of,
+    this_output_path,
+)
 from marin.scaling_laws.scaling_heuristics import ProportionalDepthHeuristic
 from marin.scaling_laws.study import StudyCorpus, isoflop_study, print_study_summary
 from marin.storage.files import join_url, open_url
@@ -93,6 +98,8 @@ steps = isoflop_study(
     train_options={"compute_dtype": "float32", "eval_batches": 8, "log_every": 1000},
     bootstrap=200)
 
+experiment = Experiment(steps, description="IsoFLOP study on Shakespeare, two CPU cores",
+                        after=print_study_summary)
+
 if __name__ == "__main__":
-    executor_main(steps, description="IsoFLOP study on Shakespeare, two CPU cores")
-    print_study_summary(steps, sys.argv[1:])
+    executor_main(experiment)

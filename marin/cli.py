@@ -16,14 +16,16 @@ from collections.abc import Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    raw = argv[1:]
     if argv[:1] == ["executor"]:
         from marin.execution.options import normalize
 
-        argv = ["executor", *normalize(argv[1:], positionals=True)]
+        argv = ["executor", *normalize(raw, positionals=True)]
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    args.raw = raw
     return args.handler(args, extra)
 
 
@@ -38,18 +40,20 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="marin", description="Scaling-law experiments, "
                                      "from a laptop to a cluster.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    ex = sub.add_parser("executor", help="plan or run an experiment's steps",
+    ex = sub.add_parser("executor", help="plan or run an experiment's steps", add_help=False,
                         description="Plan (--dry-run) or run the steps of an experiment file "
-                        "or module. Extra --STEP.FIELD VALUE arguments, after the experiment, "
-                        "override step configs. A runner's own options are --BACKEND-KEY VALUE "
-                        "(--ray-address HOST:PORT) or --runner-option KEY=VALUE.")
+                        "or module. The experiment's own options and --STEP.FIELD VALUE "
+                        "overrides of step configs go after the experiment (marin executor "
+                        "EXPERIMENT --help lists them). A runner's own options are "
+                        "--BACKEND-KEY VALUE (--ray-address HOST:PORT) or --runner-option "
+                        "KEY=VALUE.")
     ex.add_argument("experiment", nargs="?", help="path to an experiment file, or a module name")
+    ex.add_argument("-h", "--help", action="store_true", help="show this help (with an "
+                    "EXPERIMENT: its options and overrides too) and exit")
     from marin.execution.options import add_options
 
     add_options(ex, positionals=True)  # the fields of ExecutorMainConfig, both spellings
-    ex.add_argument("--yes", action="store_true", help="start even when the experiment's "
-                    "preflight check finds it too large for this machine")
-    ex.set_defaults(handler=_executor)
+    ex.set_defaults(handler=_executor, help_parser=ex)
 
     plugins = sub.add_parser("plugins", help="list and check installed plugins")
     plugins_sub = plugins.add_subparsers(dest="plugins_command", metavar="ACTION", required=True)
@@ -238,22 +242,25 @@ def _hardware_list(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _executor(args: argparse.Namespace, extra: list[str]) -> int:
+    """``marin executor``: the experiment's declaration, then the same parsing and running
+    as ``python EXPERIMENT.py`` (``marin.execution.command_line``), spelled with dashes."""
     from rich.console import Console
 
+    from marin.execution.command_line import HelpRequested, Style, UsageError, parse_invocation
     from marin.execution.executor import gc_paused
-    from marin.execution.executor_main import run_with_options
+    from marin.execution.executor_main import exit_code, run_invocation
     from marin.execution.experiments import (
         ExperimentError,
+        experiment_of_module,
         find_experiments,
         load_experiment,
-        steps_of,
     )
-    from marin.execution.graph import StepGraphError, StepOrder
-    from marin.execution.options import OptionsError, options_from
-    from marin.execution.overrides import OverrideError, split_override_args
 
     err = Console(stderr=True)
     if not args.experiment:
+        if args.help:
+            args.help_parser.print_help()
+            return 0
         found = find_experiments()
         listing = "\n".join(f"  {p}" for p in found) or "  (none under ./experiments)"
         err.print("marin executor needs an EXPERIMENT (a file or module). Experiments "
@@ -261,28 +268,22 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         return 2
     try:
         with gc_paused():  # the experiment's steps, then the one walk over their configs
-            module = load_experiment(args.experiment)
-            order = StepOrder.of(steps_of(module))
-        overrides, rest = split_override_args(extra, order.names)
-        options, rest = options_from(args, rest)
+            experiment = experiment_of_module(load_experiment(args.experiment))
+            invocation = parse_invocation(experiment, args.raw, Style.CLI,
+                                          prog="marin executor", positional="experiment")
+    except HelpRequested as h:
+        sys.stdout.write(h.text)
+        return 0
     except ExperimentError as e:
         err.print(f"[bold red]error:[/] {_misplaced_experiment(args.experiment, extra) or e}",
                   highlight=False, soft_wrap=True)
         return 2
-    except (OverrideError, StepGraphError, OptionsError) as e:
+    except UsageError as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
-    if rest:
-        err.print(f"[bold red]error:[/] unrecognized arguments: {' '.join(rest)} (overrides "
-                  "look like --STEP_NAME.field value)", highlight=False, soft_wrap=True)
-        return 2
     global _exit_at_once
-    _exit_at_once = options.dry_run
-    refusal = _preflight(module, options, args.yes)
-    if refusal:
-        err.print(f"[bold red]error:[/] {refusal}", highlight=False, soft_wrap=True)
-        return 2
-    return run_with_options(order, options, overrides, spelling="cli")
+    _exit_at_once = invocation.options.dry_run
+    return exit_code(run_invocation(invocation, args.experiment, Style.CLI))
 
 
 def _misplaced_experiment(taken: str, extra: list[str]) -> str | None:
@@ -298,17 +299,6 @@ def _misplaced_experiment(taken: str, extra: list[str]) -> str | None:
     return (f"{taken!r} was read as the experiment, but {later} comes later: overrides "
             "(--STEP.field VALUE) go after the experiment, as in marin executor OPTIONS "
             f"{later} OVERRIDES")
-
-
-def _preflight(module, options, assume_yes: bool) -> str | None:
-    """An experiment may define ``preflight(dry_run, assume_yes)``: on a dry run it prints a
-    summary of its plan; on a real run it returns a refusal (one line) or None. It is not
-    called with --json, whose output must stay JSON; on a local real run it always is."""
-    preflight = getattr(module, "preflight", None)
-    if not callable(preflight) or (options.json and options.dry_run) or \
-            (not options.dry_run and options.backend != "local"):
-        return None
-    return preflight(options.dry_run, assume_yes)
 
 
 _exit_at_once = False  # set by a dry run: nothing is left to finish at exit

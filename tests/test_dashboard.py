@@ -15,7 +15,6 @@ import pytest
 
 from marin.dashboard.layout import layout_graph
 from marin.execution import Executor, ExecutorStep, output_path_of, this_output_path
-from marin.execution.invocations import experiment_of
 from tests.conftest import ROOT, snapshot
 from tests.dashboard_support import get, invocation_records, running_dashboard, status_of
 from tests.servers import free_port
@@ -82,14 +81,6 @@ def test_each_run_records_its_invocation_and_a_dry_run_records_none(ran: Path):
     second = next(r for r in invocation_records(ran) if r["id"] != record["id"])
     assert {s["name"]: s["outcome"] for s in second["steps"]}["data/words"] == "skipped"
     assert {s["name"]: s["action"] for s in second["steps"]}["data/words"] == "skip"
-
-
-def test_the_experiment_is_the_script_or_the_argument_of_marin_executor():
-    assert experiment_of(["experiments/tiny.py", "--prefix", "p"]) == "experiments/tiny.py"
-    assert experiment_of(["/venv/bin/marin", "executor", "--dry-run",
-                          "experiments/isoflop.py"]) == "experiments/isoflop.py"
-    assert experiment_of(["/venv/bin/marin", "executor", "experiments.tiny"]) == \
-        "experiments.tiny"
 
 
 def test_layout_places_each_step_right_of_its_dependencies():

@@ -121,7 +121,8 @@ def experiment(tmp_path_factory) -> dict:
     shutil.copy(texts[3], corpus / "validation" / f"{texts[3].stem}.txt")
     prefix = root / "prefix"
     steps = experiment_steps(corpus)
-    result = Executor(str(prefix), max_concurrent=2).run(list(steps.values()))
+    result = Executor(str(prefix), max_concurrent=2).run(list(steps.values()),
+                                                         experiment=__name__)
     assert not result.ok  # broken/boom fails on purpose
     keys = {name: next(s.key for s in result.steps if s.name == step.name)
             for name, step in steps.items()}
@@ -143,7 +144,10 @@ def page(experiment):
 def test_the_graph_shows_every_steps_state_as_stored(experiment, page):
     [record] = invocation_records(experiment["prefix"])
     page.goto(experiment["url"] + "/")
-    page.click(f"tr[data-invocation='{record['id']}'] a")
+    link = f"tr[data-invocation='{record['id']}'] a"
+    assert record["experiment"] == __name__  # the name the entry point gave, not a guess
+    assert page.inner_text(link) == __name__
+    page.click(link)
     page.wait_for_selector("svg#graph g.node")
     shown = page.eval_on_selector_all(
         "svg#graph g.node", "nodes => nodes.map(n => [n.dataset.key, n.dataset.state])")

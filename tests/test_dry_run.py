@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from marin.execution import ComputeEstimate, Executor, ExecutorStep, StepStatus, this_output_path
+from marin.execution.command_line import Style
 from marin.execution.lease import LeaseRecord
 from marin.execution.status import StatusRecord, lease_path, status_path
 from tests.conftest import snapshot
@@ -94,7 +95,7 @@ def test_run_only_selects_matching_steps_and_their_dependencies(tmp_path: Path):
     a = step("a")
     b = step("b", a)
     c = step("c", a)
-    plan = Executor(str(tmp_path)).plan([b, c], run_only=["^b$"], spelling="cli")
-    actions = {e.name: (e.action, e.reason) for e in plan.entries}
+    plan = Executor(str(tmp_path)).plan([b, c], run_only=["^b$"])
+    actions = {e.name: (e.action, Style.CLI.spell(e.reason)) for e in plan.entries}
     assert actions["a"][0] == "run" and actions["b"][0] == "run"
     assert actions["c"] == ("skip", "not selected by --run-only")

@@ -15,6 +15,7 @@ from marin.execution import (
     StepStatus,
     this_output_path,
 )
+from marin.execution.command_line import Style
 from marin.execution.lease import Lease
 from marin.execution.status import StatusRecord, lease_path, status_path
 from marin.storage import StorageError, get_storage
@@ -78,28 +79,33 @@ def test_the_next_run_retries_failed_steps_unless_told_not_to(tmp_path: Path):
     assert not ex.run([bad]).ok
     refused = ex.run([bad], force_run_failed=False)
     assert refused.by_state() == {"failed": 1} and CALLS == ["flaky"]
-    assert "--force_run_failed is false" in refused.steps[0].error
+    assert "`force_run_failed` is false" in refused.steps[0].error  # the field, unspelled
     fixed = step("flaky", fail=False)  # same version: `fail` is unversioned
     retried = ex.run([fixed])
     assert retried.ok and CALLS == ["flaky", "flaky"]
 
 
 def test_max_concurrent_bounds_the_steps_running_at_once(tmp_path: Path):
+    """Each step waits at a barrier of 3: the run finishes only if 3 steps do run at once
+    (a barrier that never fills breaks after its timeout and fails the step), and a 4th
+    step started while 3 wait would raise the peak above 3."""
     running = 0
     peak = 0
     lock = threading.Lock()
+    together = threading.Barrier(3)
 
-    def slow(cfg: dict) -> None:
+    def gated(cfg: dict) -> None:
         nonlocal running, peak
         with lock:
             running += 1
             peak = max(peak, running)
-        time.sleep(0.1)
+        together.wait(timeout=120)  # only a guard against a hang; never reached when correct
         with lock:
             running -= 1
 
-    steps = [ExecutorStep(f"fan/{i}", slow, {"i": i}) for i in range(8)]
-    assert Executor(str(tmp_path), max_concurrent=3).run(steps).ok
+    steps = [ExecutorStep(f"fan/{i}", gated, {"i": i}) for i in range(9)]
+    result = Executor(str(tmp_path), max_concurrent=3).run(steps)
+    assert result.ok, result.summary()
     assert peak == 3
 
 
@@ -207,9 +213,10 @@ def test_no_retry_failed_blocks_dependents_in_process(tmp_path: Path):
     after = step("after", boom)
     ex = Executor(str(tmp_path))
     assert not ex.run([after]).ok
-    refused = ex.run([after], force_run_failed=False, spelling="cli")
+    refused = ex.run([after], force_run_failed=False)
     assert {s.name: s.state for s in refused.steps} == {"boom": "failed", "after": "blocked"}
-    assert "--no-retry-failed" in refused.steps[0].error
+    assert "--no-retry-failed" in Style.CLI.spell(refused.steps[0].error)
+    assert "--force_run_failed is false" in Style.DRACCUS.spell(refused.steps[0].error)
     assert CALLS == ["boom"]
     assert not Path(refused.plan.entries[1].output_path, ".executor_status").exists()
 
@@ -234,12 +241,12 @@ def test_force_run_reruns_matching_steps_that_succeeded(tmp_path: Path):
     a, b = step("a"), step("b")
     ex = Executor(str(tmp_path))
     assert ex.run([a, b]).ok
-    plan = ex.plan([a, b], force_run=["^b$"], spelling="cli")
-    assert [(e.name, e.action, e.reason) for e in plan.entries] == [
+    plan = ex.plan([a, b], force_run=["^b$"])
+    assert [(e.name, e.action, Style.CLI.spell(e.reason)) for e in plan.entries] == [
         ("a", "skip", "already succeeded"), ("b", "run", "forced by --force-run")]
     CALLS.clear()
     assert ex.run([a, b], force_run=["^b$"]).ok and CALLS == ["b"]
-    with pytest.raises(ValueError, match="--force_run"):
+    with pytest.raises(ValueError, match="`force_run`"):
         ex.plan([a, b], force_run=["nothing"])
 
 
@@ -267,7 +274,7 @@ def test_each_attempt_writes_in_its_own_folder_and_only_the_commit_reaches_the_o
                                     {"lease_ttl": 0}, {"max_concurrent": 0},
                                     {"poll_interval": -1.0}])
 def test_numeric_options_must_be_positive_and_finite(tmp_path: Path, kwargs):
-    with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be"):
+    with pytest.raises(ValueError, match=f"{next(iter(kwargs))}`? must be"):
         Executor(str(tmp_path), **kwargs)
 
 

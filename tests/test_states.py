@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from marin.execution import Executor, ExecutorStep, StepState, this_output_path
+from marin.execution.compat import StepStatus
 from marin.execution.status import CorruptRecordError, StatusRecord, status_path
 
 
@@ -37,7 +38,7 @@ def test_predicates_partition_the_final_states():
     for state in final:
         # done, failure, or skipped: exactly one
         assert [state.is_done, state.is_failure, state is StepState.SKIPPED].count(True) == 1
-    assert StepState.SUCCESS is StepState.SUCCEEDED
+    assert StepStatus.SUCCESS is StepState.SUCCEEDED
 
 
 def _fail(config):

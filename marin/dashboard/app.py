@@ -46,6 +46,7 @@ from marin.dashboard import pages
 from marin.dashboard.config import DashboardConfig
 from marin.dashboard.formatting import fmt_num, fmt_seconds, fmt_time
 from marin.dashboard.reader import DashboardError, PrefixReader
+from marin.execution.errors import one_line
 
 logger = logging.getLogger("marin.dashboard")
 
@@ -196,11 +197,11 @@ class _Dashboard:
         if isinstance(exc, OSError):
             logger.warning("reading %s failed: %s", self.reader.prefix, exc)
             return self._error(request, f"cannot read {self.reader.prefix}: "
-                               f"{_one_line(exc)}. Check the URL, the network and the "
-                               "credentials", 503)
+                               f"{one_line(exc, with_type=True)}. Check the URL, the network "
+                               "and the credentials", 503)
         logger.exception("dashboard page %s failed", request.url.path)
-        return self._error(request, f"this page failed: {_one_line(exc)} (the server's log "
-                           "has the details)", 500)
+        return self._error(request, f"this page failed: {one_line(exc, with_type=True)} "
+                           "(the server's log has the details)", 500)
 
     def _error(self, request: Request, message: str, status: int) -> Response:
         if request.url.path.startswith("/api/"):
@@ -264,11 +265,6 @@ def _matches(given: str, token: str) -> bool:
     text, which a request may carry)."""
     return secrets.compare_digest(given.encode("utf-8", "surrogateescape"),
                                   token.encode("utf-8", "surrogateescape"))
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 class _TokenMiddleware:

@@ -10,19 +10,17 @@
         executor_main([counts])
 """
 
+from marin.execution.compat import THIS_OUTPUT_PATH, InputName, OutputName, StepStatus
 from marin.execution.executor import Executor, RunResult, StepResult
 from marin.execution.executor_main import ExecutorMainConfig, executor_main
+from marin.execution.experiments import Experiment
 from marin.execution.graph import StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.planning import Plan, PlanEntry
 from marin.execution.states import StepState
-from marin.execution.status import StepStatus
 from marin.execution.step import (
-    THIS_OUTPUT_PATH,
     ComputeEstimate,
     ExecutorStep,
-    InputName,
-    OutputName,
     StepResources,
     external_path_field,
     output_path_of,
@@ -38,6 +36,7 @@ __all__ = [
     "Executor",
     "ExecutorMainConfig",
     "ExecutorStep",
+    "Experiment",
     "InputName",
     "OutputName",
     "Plan",

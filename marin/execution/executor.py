@@ -19,10 +19,16 @@ import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from marin._lazy import lazy_exports
-from marin.execution.graph import StepGraph, StepNode, StepOrder
+from marin.execution.compat import (  # Marin's import paths: marin.execution.executor.X
+    THIS_OUTPUT_PATH,
+    InputName,
+    OutputName,
+    StepStatus,
+)
+from marin.execution.graph import StepGraph, StepNode
 from marin.execution.invocations import record_invocation
 from marin.execution.observers import observed
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
@@ -36,11 +42,8 @@ from marin.execution.status import (
     function_name,
     git_commit,
 )
-from marin.execution.step import (  # Marin's import paths: marin.execution.executor.X
-    THIS_OUTPUT_PATH,
+from marin.execution.step import (
     ExecutorStep,
-    InputName,
-    OutputName,
     output_path_of,
     this_output_path,
     unversioned,
@@ -49,28 +52,23 @@ from marin.execution.step import (  # Marin's import paths: marin.execution.exec
 from marin.execution.worker import StepJob, StepOutcome
 from marin.storage import get_storage
 
-__all__ = [
-    "THIS_OUTPUT_PATH", "Executor", "ExecutorMainConfig", "ExecutorStep", "InputName",
-    "OutputName", "RunResult", "StepResult", "executor_main", "output_path_of",
-    "this_output_path", "unversioned", "versioned",
-]
-
-
-if TYPE_CHECKING:
-    from marin.execution.executor_main import ExecutorMainConfig, executor_main
-
-
-# executor_main's module imports this one, so its names load on first use.
+# Marin's import path for the front end's names: ``executor_main``'s module imports this
+# one, so they load on first use, and the core never imports the front end.
+_FRONT_END = ("executor_main", "ExecutorMainConfig")
 __getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(
-    ("executor_main", "ExecutorMainConfig"), "marin.execution.executor_main"))
+    _FRONT_END, "marin.execution.executor_main"))
+
+__all__ = [
+    "THIS_OUTPUT_PATH", "Executor", "ExecutorStep", "InputName", "OutputName", "RunResult",
+    "StepResult", "StepStatus", "output_path_of", "this_output_path", "unversioned",
+    "versioned", *_FRONT_END,
+]
 
 
 logger = logging.getLogger("marin.executor")
 
 DEFAULT_LEASE_TTL = 60.0
 
-#: What ``Executor.plan`` and ``Executor.run`` take: steps, their walk, or their graph.
-Steps = Sequence[ExecutorStep] | StepOrder | StepGraph
 
 
 @dataclass
@@ -195,8 +193,8 @@ class Executor:
                  runner: Runner | None = None, runner_options: dict[str, Any] | None = None):
         if not prefix:
             raise ValueError("Executor needs a prefix (a local folder or a storage URL)")
-        check_positive("max_concurrent", max_concurrent, integer=True)
-        check_positive("lease_ttl", lease_ttl)
+        check_positive("`max_concurrent`", max_concurrent, integer=True)
+        check_positive("`lease_ttl`", lease_ttl)
         check_positive("poll_interval", poll_interval)
         self.prefix = prefix.rstrip("/") or "/"
         self.max_concurrent = max_concurrent or os.cpu_count() or 1
@@ -220,42 +218,44 @@ class Executor:
         except OSError as e:
             return [f"could not check the bucket of {self.prefix}: {e}"]
 
-    def graph(self, steps: Steps) -> StepGraph:
-        """``steps`` hashed and placed under this executor's prefix (a ``StepGraph`` built
-        for this prefix is used as it is)."""
-        if isinstance(steps, StepGraph):
-            if steps.prefix.rstrip("/") != self.prefix.rstrip("/"):
-                raise ValueError(f"the step graph was built for the prefix {steps.prefix}, "
-                                 f"not {self.prefix}; build it with this executor's prefix")
-            return steps
-        with gc_paused():
-            return StepGraph.build(steps, self.prefix)
+    def graph(self, steps: StepGraph | Sequence[ExecutorStep]) -> StepGraph:
+        """The graph that ``plan`` and ``run`` take: a ``StepGraph`` built for this
+        prefix as it is, or a list of steps hashed and placed under the prefix."""
+        if not isinstance(steps, StepGraph):
+            with gc_paused():
+                return StepGraph.build(steps, self.prefix)
+        if steps.prefix.rstrip("/") != self.prefix.rstrip("/"):
+            raise ValueError(f"the step graph was built for the prefix {steps.prefix}, "
+                             f"not {self.prefix}; build it with this executor's prefix")
+        return steps
 
-    def plan(self, steps: Steps, run_only: Sequence[str] | None = None,
-             force_run_failed: bool = True, *, force_run: Sequence[str] | None = None,
-             spelling: str = "draccus") -> Plan:
-        """What a run would do and why; ``steps`` may be a list, a ``StepOrder`` or a
-        ``StepGraph`` (built once, planned as it is); ``force_run`` (regular expressions)
-        reruns matching steps that succeeded before; ``spelling`` ("draccus" or "cli")
-        names options in messages the way the user typed them."""
+    def plan(self, steps: StepGraph | Sequence[ExecutorStep],
+             run_only: Sequence[str] | None = None, force_run_failed: bool = True, *,
+             force_run: Sequence[str] | None = None) -> Plan:
+        """What a run would do and why; ``steps`` is a ``StepGraph`` (planned as it is) or
+        a list of steps (``graph``); ``force_run`` (regular expressions) reruns matching
+        steps that succeeded before. Messages name options by their field (`` `run_only` ``)."""
         graph = self.graph(steps)
         with gc_paused():
             return make_plan(graph, self.prefix, self.storage,
                              PlanOptions(run_only=run_only, force_run_failed=force_run_failed,
-                                         force_run=force_run, spelling=spelling))
+                                         force_run=force_run))
 
-    def run(self, steps: Steps, run_only: Sequence[str] | None = None,
-            force_run_failed: bool = True, progress: Progress | None = None, *,
-            force_run: Sequence[str] | None = None, spelling: str = "draccus") -> RunResult:
-        plan = self.plan(steps, run_only, force_run_failed, force_run=force_run,
-                         spelling=spelling)
+    def run(self, steps: StepGraph | Sequence[ExecutorStep],
+            run_only: Sequence[str] | None = None, force_run_failed: bool = True,
+            progress: Progress | None = None, *, force_run: Sequence[str] | None = None,
+            experiment: str | None = None) -> RunResult:
+        """Run what the plan says; ``experiment`` names the experiment in the invocation
+        record (``marin.execution.invocations``)."""
+        plan = self.plan(steps, run_only, force_run_failed, force_run=force_run)
         for warning in plan.warnings:
             logger.warning(warning)
         if any(e.action != "skip" for e in plan.entries):
             self.storage.check_writable(self.prefix)
         runner = self._runner or make_runner(self.backend, self.max_concurrent,
                                              **self.runner_options)
-        progress = record_invocation(self.prefix, self.storage, progress or SilentProgress())
+        progress = record_invocation(self.prefix, self.storage, progress or SilentProgress(),
+                                     experiment)
         return _Run(self, plan, runner, observed(progress)).execute()
 
 

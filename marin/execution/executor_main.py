@@ -3,38 +3,69 @@
     # experiments/tiny.py
     steps = [tokenize, train]
     if __name__ == "__main__":
-        executor_main(steps, description="a tiny sweep")
+        result = executor_main(steps, description="a tiny sweep")   # RunResult, or Plan
 
-    $ python experiments/tiny.py --dry_run true
+    # an experiment with options of its own (see marin.execution.experiments.Experiment)
+    experiment = Experiment(build, options=SweepOptions, preflight=refusal)
+    if __name__ == "__main__":
+        executor_main(experiment)
+
+    $ python experiments/tiny.py --dry-run
     $ python experiments/tiny.py --prefix gs://bucket/x --max_concurrent 4 --run_only 'train/.*'
     $ python experiments/tiny.py --train/tiny.learning_rate 3e-3     # a config override
-    $ python experiments/tiny.py --force_run 'fit/.*'     # run matching steps again
+    $ python experiments/tiny.py --help      # every option, and how to override a field
 
-Options are the fields of ``ExecutorMainConfig`` (``marin.execution.options``), each under
-both spellings (``--dry_run true`` or ``--dry-run``); ``--STEP.FIELD VALUE`` arguments
-override step configs (see ``marin.execution.overrides``).
+Options are the fields of ``ExecutorMainConfig`` (``marin.execution.options``) and of the
+experiment's options class, each under both spellings (``--dry_run true`` or
+``--dry-run``); ``--STEP.FIELD VALUE`` arguments override step configs (see
+``marin.execution.overrides``). ``marin executor EXP`` parses and runs through the same
+functions (``parse_invocation``, ``run_invocation``).
+
+Design note: this module is the front end. It parses, spells the core's messages for the
+user's command (``Style``), prints, and chooses the exit status; the core
+(``Executor.plan``/``run``) takes a built ``StepGraph`` and typed values.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from marin.execution.executor import Executor, check_positive, gc_paused, signals_interrupt
-from marin.execution.graph import StepGraph, StepGraphError, StepOrder
+from marin.execution.command_line import (
+    HelpRequested,
+    Invocation,
+    Style,
+    UsageError,
+    parse_invocation,
+)
+from marin.execution.errors import one_line
+from marin.execution.executor import Executor, RunResult, gc_paused, signals_interrupt
+from marin.execution.experiments import Experiment
+from marin.execution.graph import StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.json_report import dumps_report
-from marin.execution.options import ExecutorMainConfig, OptionsError, parse_options
-from marin.execution.overrides import OverrideError, apply_overrides, split_override_args
+from marin.execution.options import ExecutorMainConfig
+from marin.execution.overrides import OverrideError, apply_overrides
+from marin.execution.planning import Plan
 from marin.execution.step import ExecutorStep
 from marin.storage import StorageError
 
 if TYPE_CHECKING:  # rich, draccus and yaml load when used: a dry run imports less
     from rich.console import Console
+
+__all__ = [
+    "DEFAULT_LOCAL_PREFIX",
+    "ExecutorMainConfig",
+    "executor_main",
+    "exit_code",
+    "resolve_prefix",
+    "run_invocation",
+]
 
 DEFAULT_LOCAL_PREFIX = "local_store"
 
@@ -43,78 +74,104 @@ def resolve_prefix(prefix: str | None) -> str:
     return prefix or os.environ.get("MARIN_PREFIX") or os.path.abspath(DEFAULT_LOCAL_PREFIX)
 
 
-def executor_main(steps: Sequence[ExecutorStep], description: str | None = None,
-                  args: Sequence[str] | None = None) -> None:
-    """Parse the command line, then plan (``--dry_run true``) or run ``steps``.
+def executor_main(steps: Sequence[ExecutorStep] | Experiment, description: str | None = None,
+                  args: Sequence[str] | None = None, *, exit_on_failure: bool = True
+                  ) -> RunResult | Plan:
+    """Parse the command line, then plan (``--dry-run``) or run ``steps`` (a list, or an
+    ``Experiment`` with options of its own). Returns the ``RunResult`` of the run, or the
+    ``Plan`` of a dry run; each step's output path and state are in it.
 
-    Exits with status 1 when a step fails, 2 on a usage or configuration error.
-    """
+    ``--help`` prints the options and exits 0; a usage or configuration error exits 2. A
+    run that fails or is interrupted exits non-zero, unless ``exit_on_failure`` is false:
+    then the failed result is returned (for scripts and notebooks)."""
+    experiment = steps if isinstance(steps, Experiment) else Experiment(steps)
+    if description is not None:
+        experiment = dataclasses.replace(experiment, description=description)
     argv = list(sys.argv[1:] if args is None else args)
     try:
         with gc_paused():
-            order = StepOrder.of(steps)  # the one walk over the steps' configs
-        overrides, rest = split_override_args(argv, order.names)
-    except (OverrideError, StepGraphError, TypeError) as e:
+            invocation = parse_invocation(experiment, argv, Style.DRACCUS, prog=sys.argv[0])
+    except HelpRequested as h:
+        sys.stdout.write(h.text)
+        sys.exit(0)
+    except UsageError as e:
         _fail_usage(str(e))
-    options = _parse_options(rest)
-    code = run_with_options(order, options, overrides, description)
-    if code:
+    result = run_invocation(invocation, entry_point(), Style.DRACCUS)
+    code = exit_code(result)
+    if code and (exit_on_failure or not isinstance(result, (RunResult, Plan))):
         sys.exit(code)
+    return result  # type: ignore[return-value]
 
 
-def _parse_options(args: Sequence[str]) -> ExecutorMainConfig:
-    """The options (``marin.execution.options``), a bad one reported in one line (exit 2)."""
-    try:
-        return parse_options(args, prog=sys.argv[0])
-    except OptionsError as e:
-        _fail_usage(str(e))
-    raise AssertionError("unreachable")
+def entry_point() -> str:
+    """The experiment a ``python FILE`` or ``python -m MODULE`` process runs: the script's
+    path as given, or the module's name."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return spec.name.removesuffix(".__main__")
+    path = getattr(main, "__file__", None)
+    if path:
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    return sys.argv[0] if sys.argv and sys.argv[0] else "<interactive>"
 
 
-def _check_options(options: ExecutorMainConfig, spelling: str) -> None:
-    dash = "-" if spelling == "cli" else "_"
-    check_positive(f"--max{dash}concurrent", options.max_concurrent, integer=True)
-    check_positive(f"--lease{dash}ttl", options.lease_ttl)
+def exit_code(result: RunResult | Plan | int) -> int:
+    """0 for a plan or a run that succeeded; 1 for a failed run, 128 + the signal for an
+    interrupted one; an int is a usage error's status already."""
+    if isinstance(result, int):
+        return result
+    if isinstance(result, Plan):
+        return 0
+    if result.interrupted:
+        return 128 + (result.interrupt_signal or 2)
+    return 0 if result.ok else 1
 
 
-def run_with_options(steps: Sequence[ExecutorStep] | StepOrder, options: ExecutorMainConfig,
-                     overrides: dict[str, str] | None = None,
-                     description: str | None = None, spelling: str = "draccus") -> int:
-    """Plan or run ``steps`` as ``options`` say; returns the process exit code. ``spelling``
-    ("draccus" or "cli") names options in messages the way the user typed them.
+def run_invocation(invocation: Invocation, experiment: str, style: Style
+                   ) -> RunResult | Plan | int:
+    """Plan or run what ``invocation`` asks, printing as its options say: the ``Plan`` of a
+    dry run, the ``RunResult`` of a run, or 2 after a one-line error. ``experiment`` names
+    the experiment in the invocation record (``<prefix>/.marin/invocations``).
 
-    The steps are walked once (``StepOrder``), the overrides applied to that walk, and the
-    result hashed once into the ``StepGraph`` that is planned and run."""
+    The steps were walked once (``invocation.order``); the overrides are applied to that
+    walk, and the result hashed once into the ``StepGraph`` that is planned and run."""
     from rich.console import Console
 
     from marin.execution.render import print_plan, print_result
 
+    options = invocation.options
+    description = invocation.experiment.description
     out = Console(stderr=options.json)
     if not out.is_terminal:
         out.width = 160  # tables in logs and pipes keep their columns
     _configure_logging(out)
     try:
         with gc_paused():
-            _check_options(options, spelling)
             prefix = resolve_prefix(options.prefix)
-            order = steps if isinstance(steps, StepOrder) else StepOrder.of(steps)
-            order = apply_overrides(order, overrides or {}, prefix)
+            order = apply_overrides(invocation.order, invocation.overrides, prefix)
             executor = Executor(prefix, options.max_concurrent,
                                 options.backend, lease_ttl=options.lease_ttl,
                                 runner_options=options.runner_options)
             for warning in executor.prefix_warnings():
                 out.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-            graph: StepGraph = executor.graph(order)
+            graph = StepGraph.from_order(order, executor.prefix)
             if options.dry_run:
                 plan = executor.plan(graph, options.run_only, options.force_run_failed,
-                                     force_run=options.force_run, spelling=spelling)
+                                     force_run=options.force_run)
+                _spell_plan(plan, style)
                 if options.json:
                     print(dumps_report(plan.to_json()))
                 else:
                     if description:
                         out.print(f"[bold]{description}[/]")
                     print_plan(plan, out, options.show_skipped, show_all=options.all)
-                return 0
+                    _after(invocation, plan)
+                return plan
+        refusal = _preflight(invocation)
+        if refusal:
+            _print_error(style.spell(refusal))
+            return 2
         if description and not options.json:
             out.print(f"[bold]{description}[/]")
         from marin.execution.progress import SilentProgress, progress_for
@@ -123,26 +180,49 @@ def run_with_options(steps: Sequence[ExecutorStep] | StepOrder, options: Executo
             progress_for(out)
         with _stdout_to_stderr(options.json), signals_interrupt():
             result = executor.run(graph, options.run_only, options.force_run_failed, progress,
-                                  force_run=options.force_run, spelling=spelling)
+                                  force_run=options.force_run, experiment=experiment)
     except BrokenPipeError:
         raise  # the reader went away (``| head``): not a configuration error
     except (UnhashableConfigError, StepGraphError, OverrideError, StorageError,
             ValueError, ConnectionError) as e:
-        Console(stderr=True).print(f"[bold red]error:[/] {_one_line(e)}", highlight=False,
-                                   soft_wrap=True)
+        _print_error(style.spell(one_line(e)))
         return 2
+    _spell_plan(result.plan, style)
+    for step in result.steps:
+        step.error = style.spell(step.error) if step.error else step.error
     if options.json:
         print(dumps_report({"plan": result.plan.to_json(), "result": result.to_json()}))
     else:
         print_result(result, out)
-    if result.interrupted:
-        return 128 + (result.interrupt_signal or 2)
-    return 0 if result.ok else 1
+        _after(invocation, result)
+    return result
 
 
-def _one_line(e: BaseException) -> str:
-    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
-    return " ".join(ln.strip() for ln in lines) if lines else type(e).__name__
+def _preflight(invocation: Invocation) -> str | None:
+    """The experiment's refusal of a real run, if it declares a preflight (never called
+    for a dry run or ``--help``)."""
+    hook = invocation.experiment.preflight
+    return hook(invocation.experiment_options, invocation.options) if hook else None
+
+
+def _after(invocation: Invocation, result: Any) -> None:
+    hook = invocation.experiment.after
+    if hook is not None:
+        hook(result, invocation.experiment_options)
+
+
+def _spell_plan(plan: Plan, style: Style) -> None:
+    """The plan's reasons in the user's spelling of the options they name."""
+    for entry in plan.entries:
+        if "`" in entry.reason:
+            entry.reason = style.spell(entry.reason)
+
+
+def _print_error(message: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False,
+                               soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -180,7 +260,5 @@ def _configure_logging(console: Console) -> None:
 
 
 def _fail_usage(message: str) -> None:
-    from rich.console import Console
-
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    _print_error(message)
     sys.exit(2)

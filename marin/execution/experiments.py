@@ -1,10 +1,20 @@
-"""Finding and loading experiment files.
+"""Experiments: what one declares, and finding and loading experiment files.
+
+    experiment = Experiment(build, options=StudyOptions, preflight=refusal,
+                            description="an IsoFLOP sweep", after=print_study_summary)
+    if __name__ == "__main__":
+        executor_main(experiment)
 
     module = load_experiment("experiments/isoflop_3e19.py")   # or "experiments.isoflop_3e19"
-    steps = steps_of(module)
+    declared = experiment_of_module(module)                   # what `marin executor` runs
 
-An experiment is a Python file or module with a module-level ``steps`` list, or a function
-``steps()`` that returns one. A step built with a name or sub-path that cannot be a path
+An experiment is a Python file or module with a module-level ``experiment`` (an
+``Experiment``), or a ``steps`` list, or a function ``steps()`` that returns one.
+``Experiment`` is the one place an experiment declares its own options (a frozen dataclass
+parsed with the executor's options, by the same rules), the ``steps`` built from them, a
+``preflight`` that may refuse a real run in one line (never called for ``--help`` or a dry
+run), and ``after``, called with the result (the run's, or the plan of a dry run) and the
+options. A step built with a name or sub-path that cannot be a path
 under the prefix (``ExecutorStep("..", ...)``, ``this_output_path("../x")``) is reported as
 one line naming the file and line that built it.
 """
@@ -16,8 +26,11 @@ import importlib.util
 import os
 import sys
 import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, is_dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
+from typing import Any
 
 from marin.execution.step import ExecutorStep, StepDefinitionError
 
@@ -27,6 +40,49 @@ EXPERIMENT_MODULE_PREFIX = "marin_experiment_"
 
 class ExperimentError(ValueError):
     """The experiment cannot be found or does not define steps."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What an experiment declares.
+
+    Attributes:
+        steps: the steps, or a function of the options that builds them.
+        options: a frozen dataclass of the experiment's own options (``--FIELD VALUE``).
+        preflight: ``preflight(options, executor_options)`` before a real run: a one-line
+            refusal, or None to go on.
+        description: printed above the plan or the run.
+        after: ``after(result, options)`` once the plan or the run is done (not with
+            ``--json``): the experiment's own report.
+    """
+
+    steps: Sequence[ExecutorStep] | Callable[[Any], Sequence[ExecutorStep]]
+    options: type | None = None
+    preflight: Callable[[Any, Any], str | None] | None = None
+    description: str | None = None
+    after: Callable[[Any, Any], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.options is not None and not (isinstance(self.options, type)
+                                             and is_dataclass(self.options)):
+            raise ExperimentError(f"Experiment(options=...) must be a dataclass, got "
+                                  f"{self.options!r}")
+
+    def default_options(self) -> Any:
+        return None if self.options is None else self.options()
+
+    def build(self, options: Any) -> list[ExecutorStep]:
+        """The steps for ``options``, checked to be steps."""
+        steps = self.steps(options) if callable(self.steps) else self.steps
+        return _checked_steps(steps, "steps")
+
+
+def experiment_of_module(module: ModuleType) -> Experiment:
+    """The module's ``experiment``, or an ``Experiment`` of its ``steps``."""
+    declared = getattr(module, "experiment", None)
+    if isinstance(declared, Experiment):
+        return declared
+    return Experiment(steps_of(module))
 
 
 def find_experiments(root: Path | None = None) -> list[Path]:
@@ -93,6 +149,10 @@ def steps_of(module: ModuleType) -> list[ExecutorStep]:
                               "function returning one)")
     if callable(steps):
         steps = steps()
+    return _checked_steps(steps, where)
+
+
+def _checked_steps(steps: Any, where: str) -> list[ExecutorStep]:
     if not isinstance(steps, (list, tuple)):
         raise ExperimentError(f"{where}: `steps` must be a list of ExecutorStep, "
                               f"got {type(steps).__name__}")

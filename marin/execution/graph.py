@@ -91,10 +91,13 @@ class StepGraph:
         self._steps = steps  # keeps every step alive, so the id() keys stay unique
 
     @classmethod
-    def build(cls, steps: Sequence[ExecutorStep] | StepOrder, prefix: str) -> StepGraph:
-        """Hash ``steps`` (or an already walked ``StepOrder``) and place them under
-        ``prefix``."""
-        walked = steps if isinstance(steps, StepOrder) else StepOrder.of(steps)
+    def build(cls, steps: Sequence[ExecutorStep], prefix: str) -> StepGraph:
+        """Walk ``steps``, hash them and place them under ``prefix``."""
+        return cls.from_order(StepOrder.of(steps), prefix)
+
+    @classmethod
+    def from_order(cls, walked: StepOrder, prefix: str) -> StepGraph:
+        """Hash an already walked ``StepOrder`` and place it under ``prefix``."""
         order, deps_of = walked.steps, walked.dependencies
         node_by_step: dict[int, StepNode] = {}
         node_by_key: dict[str, StepNode] = {}

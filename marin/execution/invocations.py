@@ -4,7 +4,8 @@
     executor.run(steps, progress=progress)
     # <prefix>/.marin/invocations/20250101-120000-1a2b3c4d.json
 
-The record names the experiment (the script or module that ran), the user, host, git
+The record names the experiment (as the front end that started the run names it: the
+script's path or the module, never guessed from the command line), the user, host, git
 commit, start and end time, and every step of the plan: its key, output path,
 dependencies, the plan's action and reason, and how it ended in this invocation. It is
 written when the run starts and rewritten when it ends; ``marin dashboard`` reads it.
@@ -44,26 +45,21 @@ def invocations_folder(prefix: str) -> str:
     return f"{prefix.rstrip('/')}/{INVOCATIONS_DIR}"
 
 
-def record_invocation(prefix: str, storage: Storage, progress: Progress) -> Progress:
-    """``progress``, wrapped so that the run's start and end are recorded under ``prefix``."""
-    return _InvocationRecorder(prefix, storage, progress)
+def record_invocation(prefix: str, storage: Storage, progress: Progress,
+                      experiment: str | None = None) -> Progress:
+    """``progress``, wrapped so that the run's start and end are recorded under ``prefix``.
+    ``experiment`` is the name the front end gives the experiment (the script's path or the
+    module); without one (``Executor.run`` called from code) the record says so."""
+    return _InvocationRecorder(prefix, storage, progress, experiment or UNNAMED)
 
 
-def experiment_of(argv: list[str]) -> str:
-    """The experiment a command line ran: the script, or the argument of ``marin executor``."""
-    if argv and argv[0].endswith(".py"):
-        return argv[0]
-    args = [a for a in argv[1:] if not a.startswith("-")]
-    if "executor" in args:
-        rest = args[args.index("executor") + 1:]
-        candidates = [a for a in rest if a.endswith(".py") or "." in a or "/" in a]
-        if candidates:
-            return candidates[0]
-    return os.path.basename(argv[0]) if argv else "?"
+#: The experiment of a run started from code that named none.
+UNNAMED = "(unnamed: Executor.run from code)"
 
 
 class _InvocationRecorder:
-    def __init__(self, prefix: str, storage: Storage, inner: Progress):
+    def __init__(self, prefix: str, storage: Storage, inner: Progress, experiment: str):
+        self._experiment = experiment
         self._inner = inner
         self._storage = storage
         self._id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
@@ -75,7 +71,7 @@ class _InvocationRecorder:
         argv = list(sys.argv)
         self._record = {
             "format": FORMAT_VERSION, "id": self._id, "prefix": plan.prefix,
-            "experiment": experiment_of(argv), "argv": argv, "cwd": os.getcwd(),
+            "experiment": self._experiment, "argv": argv, "cwd": os.getcwd(),
             "user": current_user(), "host": socket.gethostname(), "pid": os.getpid(),
             "git_commit": git_commit(), "started": time.time(), "ended": None,
             "steps": [_step_json(e) for e in plan.entries], "counts": None,

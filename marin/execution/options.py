@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import types
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from marin.execution.arguments import OptionsError, add_fields, field_help, given, spellings
+from marin.execution.arguments import normalize as _normalize
 from marin.execution.executor import DEFAULT_LEASE_TTL
+
+__all__ = ["ExecutorMainConfig", "OptionsError", "RaisingParser", "add_options", "normalize",
+           "options_from", "parse_options", "spellings"]
 
 
 def _doc(text: str, negation: str | None = None) -> dict[str, Any]:
@@ -74,94 +77,39 @@ class ExecutorMainConfig:
         "KEY=VALUE handed to the runner as it is (repeatable); the runner declares its keys"))
 
 
-class OptionsError(ValueError):
-    """The command line's options cannot be parsed (one line, naming the option)."""
-
-
-_BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 _RUNNER_OPTION = "runner_options"
+_NEGATIONS = {f.metadata["negation"]: f.name for f in dataclasses.fields(ExecutorMainConfig)
+              if f.metadata.get("negation")}
 
 
-def _types() -> dict[str, Any]:
-    return typing.get_type_hints(ExecutorMainConfig)
-
-
-def _kind(annotation: Any) -> Any:
-    """bool, list, dict, int, float or str: what the parser makes of a field."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    base = typing.get_origin(annotation) or annotation
-    if base in (typing.Union, types.UnionType) and args:
-        return _kind(args[0])
-    return base
-
-
-def _bool(text: str) -> bool:
-    try:
-        return _BOOL_WORDS[text.lower()]
-    except KeyError:
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
-
-
-def spellings(name: str) -> list[str]:
-    """``--dry-run`` and ``--dry_run`` for the field ``dry_run``."""
-    return list(dict.fromkeys([f"--{name.replace('_', '-')}", f"--{name.replace('-', '_')}"]))
-
-
-def add_options(parser: argparse.ArgumentParser, positionals: bool) -> None:
-    """Register every field on ``parser``, under both spellings; nothing is set for an
-    option not given, so ``options_from`` keeps the dataclass's defaults.
+def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                positionals: bool) -> None:
+    """Register every field of ``ExecutorMainConfig`` on ``parser``, under both spellings.
     ``positionals``: the command also takes positional arguments (``marin executor``), so a
     list option takes one value per use."""
-    kinds = _types()
-    for f in dataclasses.fields(ExecutorMainConfig):
-        kind = _kind(kinds[f.name])
-        common = {"dest": f.name, "default": argparse.SUPPRESS, "help": f.metadata["help"]}
-        if f.name == _RUNNER_OPTION:
-            parser.add_argument(*spellings("runner_option"), action="append",
-                                metavar="KEY=VALUE", **common)
-        elif kind is bool:
-            parser.add_argument(*spellings(f.name), type=_bool, metavar="BOOL", **common)
-        elif kind is list:
-            parser.add_argument(*spellings(f.name), metavar="REGEX",
-                                **({"action": "append"} if positionals
-                                   else {"action": "extend", "nargs": "+"}), **common)
-        else:
-            parser.add_argument(*spellings(f.name), type=kind,
-                                metavar={int: "N", float: "NUMBER"}.get(kind, f.name.upper()),
-                                **common)
+    add_fields(parser, ExecutorMainConfig, positionals, skip=(_RUNNER_OPTION,))
+    parser.add_argument(*spellings("runner_option"), action="append", dest=_RUNNER_OPTION,
+                        metavar="KEY=VALUE", default=argparse.SUPPRESS,
+                        help=field_help(ExecutorMainConfig)[_RUNNER_OPTION])
 
 
-def normalize(args: Sequence[str], positionals: bool) -> list[str]:
-    """Booleans given as ``--flag`` or ``--flag VALUE`` become ``--flag=VALUE``, and a
-    negation (``--no-retry-failed``) the field it negates, before the parser sees them."""
-    kinds = _types()
-    flags = {s: f.name for f in dataclasses.fields(ExecutorMainConfig)
-             if _kind(kinds[f.name]) is bool for s in spellings(f.name)}
-    negations = {s: f.name for f in dataclasses.fields(ExecutorMainConfig)
-                 if f.metadata["negation"] for s in spellings(f.metadata["negation"])}
+def normalize(args: Sequence[str], positionals: bool, extra: Sequence[type] = ()) -> list[str]:
+    """Booleans of ``ExecutorMainConfig`` (and of the ``extra`` option classes) given as
+    ``--flag`` or ``--flag VALUE`` become ``--flag=VALUE``, and ``--no-retry-failed``
+    ``--force_run_failed=false``; a runner's ``--BACKEND-KEY VALUE`` keeps its value."""
     heads = _backend_heads(args)
-    out: list[str] = []
+    joined: list[str] = []
     i = 0
     while i < len(args):
         arg = args[i]
         i += 1
         if heads and arg.startswith(heads) and "=" not in arg and i < len(args) \
                 and not args[i].startswith("--"):
-            out.append(f"{arg}={args[i]}")  # a runner's flag keeps its value
+            joined.append(f"{arg}={args[i]}")  # a runner's flag keeps its value
             i += 1
-        elif arg in negations:
-            out.append(f"--{negations[arg]}=false")
-        elif arg in flags:
-            nxt = args[i] if i < len(args) else None
-            if nxt is not None and (nxt.lower() in _BOOL_WORDS
-                                    or (not positionals and not nxt.startswith("--"))):
-                out.append(f"{arg}={nxt}")
-                i += 1
-            else:
-                out.append(f"{arg}=true")
         else:
-            out.append(arg)
-    return out
+            joined.append(arg)
+    return _normalize(joined, [ExecutorMainConfig, *extra], positionals, _NEGATIONS)
 
 
 def _backend_heads(args: Sequence[str]) -> tuple[str, ...]:
@@ -175,26 +123,25 @@ def _backend_heads(args: Sequence[str]) -> tuple[str, ...]:
     return () if backend == "local" else (f"--{backend}-", f"--{backend}_")
 
 
-def options_from(namespace: argparse.Namespace, unknown: Sequence[str] = ()
-                 ) -> tuple[ExecutorMainConfig, list[str]]:
-    """The options a parsed ``namespace`` holds, with runner options taken from
-    ``unknown`` (``--BACKEND-KEY VALUE``); returns the arguments still not understood."""
-    given = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(ExecutorMainConfig)
-             if hasattr(namespace, f.name)}
-    kinds = _types()
-    for name, value in given.items():
-        if name != _RUNNER_OPTION and _kind(kinds[name]) is list:
-            given[name] = _expand_lists(value)
-    runner = _runner_pairs(given.pop(_RUNNER_OPTION, []))
-    backend = given.get("backend", "local")
+def options_from(namespace: argparse.Namespace, unknown: Sequence[str] = (),
+                 base: dict[str, Any] | None = None) -> tuple[ExecutorMainConfig, list[str]]:
+    """The options a parsed ``namespace`` holds (over ``base``, values from a config file),
+    with runner options taken from ``unknown`` (``--BACKEND-KEY VALUE``); returns the
+    arguments still not understood."""
+    values = {**(base or {}), **given(namespace, ExecutorMainConfig)}
+    runner = _runner_pairs(getattr(namespace, _RUNNER_OPTION, []))
+    values.pop(_RUNNER_OPTION, None)
+    backend = values.get("backend", "local")
     from_flags, rest = _backend_flags(unknown, backend)
-    options = ExecutorMainConfig(**given, runner_options={**from_flags, **runner})
+    from_file = (base or {}).get(_RUNNER_OPTION, {})
+    options = ExecutorMainConfig(**values, runner_options={**from_file, **from_flags,
+                                                           **runner})
     return options, rest
 
 
 def parse_options(args: Sequence[str], prog: str | None = None) -> ExecutorMainConfig:
     """Parse an experiment file's command line (no positionals); OptionsError in one line."""
-    parser = _RaisingParser(prog=prog, description="Plan or run this experiment's steps.")
+    parser = RaisingParser(prog=prog, description="Plan or run this experiment's steps.")
     add_options(parser, positionals=False)
     namespace, unknown = parser.parse_known_args(normalize(args, positionals=False))
     options, rest = options_from(namespace, unknown)
@@ -204,27 +151,11 @@ def parse_options(args: Sequence[str], prog: str | None = None) -> ExecutorMainC
     return options
 
 
-class _RaisingParser(argparse.ArgumentParser):
+class RaisingParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are ``OptionsError``, in one line."""
+
     def error(self, message: str):  # type: ignore[override]
         raise OptionsError(message)
-
-
-def _expand_lists(values: list[str]) -> list[str]:
-    """``[A, B]`` (draccus's list syntax) as two values."""
-    out: list[str] = []
-    for text in values:
-        if text.startswith("["):
-            import yaml
-
-            try:
-                parsed = yaml.safe_load(text)
-            except yaml.YAMLError:  # not a list: a regular expression such as "[ab]c"
-                parsed = None
-            if isinstance(parsed, list):
-                out.extend(str(v) for v in parsed)
-                continue
-        out.append(text)
-    return out
 
 
 def _runner_pairs(pairs: list[str]) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """Command-line overrides of step configs, draccus style.
 
     python experiments/isoflop.py --train/tiny.optimizer.learning_rate 3e-3
-    steps = apply_overrides(steps, {"train/tiny.optimizer.learning_rate": "3e-3"})
-    order = apply_overrides(StepOrder.of(steps), overrides)   # reuses the order's walk
+    order = apply_overrides(StepOrder.of(steps), {"train/tiny.optimizer.learning_rate": "3e-3"})
+    graph = StepGraph.from_order(order, prefix)      # the walk is reused, not repeated
 
 An override names a step and a dotted field path. The value is parsed as YAML and decoded
 by draccus to the field's declared type. The step gets a new config, and every step that
@@ -72,18 +72,14 @@ def _names_a_step(key: str, names: set[str]) -> bool:
     return False
 
 
-def apply_overrides(steps: Sequence[ExecutorStep] | StepOrder, overrides: dict[str, str],
-                    prefix: str | None = None) -> Any:
-    """``steps`` with ``overrides`` applied: a list for a list, a ``StepOrder`` for a
-    ``StepOrder`` (whose walk is reused). With ``prefix``, an override that replaces an
-    output placeholder must name a path under ``prefix``, unless the field is declared with
-    ``external_path_field``."""
-    given = steps if isinstance(steps, StepOrder) else None
+def apply_overrides(walked: StepOrder, overrides: dict[str, str],
+                    prefix: str | None = None) -> StepOrder:
+    """The walk ``walked`` with ``overrides`` applied (its walk reused). With ``prefix``, an
+    override that replaces an output placeholder must name a path under ``prefix``, unless
+    the field is declared with ``external_path_field``."""
     if not overrides:
-        return given if given is not None else list(steps)
-    walked = given if given is not None else StepOrder.of(steps)
-    new = _overridden(walked, overrides, prefix)
-    return new if given is not None else new.roots
+        return walked
+    return _overridden(walked, overrides, prefix)
 
 
 def _overridden(walked: StepOrder, overrides: dict[str, str], prefix: str | None

@@ -45,15 +45,6 @@ logger = logging.getLogger("marin.executor")
 Action = Literal["run", "skip", "wait"]
 
 
-#: How each option is spelled in messages: ``executor_main`` (draccus) or ``marin executor``.
-FLAG_SPELLINGS: dict[str, dict[str, str]] = {
-    "draccus": {"run_only": "--run_only", "force_run": "--force_run",
-                "no_retry": "--force_run_failed is false"},
-    "cli": {"run_only": "--run-only", "force_run": "--force-run",
-            "no_retry": "--no-retry-failed was given"},
-}
-
-
 @dataclass(frozen=True)
 class PlanOptions:
     """What the user asked of the plan.
@@ -62,16 +53,14 @@ class PlanOptions:
         run_only: regular expressions; only matching steps and their dependencies run.
         force_run_failed: retry steps that failed in an earlier run.
         force_run: regular expressions; matching steps run even if they succeeded before.
-        spelling: ``"draccus"`` or ``"cli"``: how messages name the options.
+
+    Messages name an option by its field in backquotes (`` `run_only` ``); a front end
+    spells it as its command line does (``marin.execution.command_line.Style``).
     """
 
     run_only: Sequence[str] | None = None
     force_run_failed: bool = True
     force_run: Sequence[str] | None = None
-    spelling: str = "draccus"
-
-    def flag(self, name: str) -> str:
-        return FLAG_SPELLINGS.get(self.spelling, FLAG_SPELLINGS["draccus"])[name]
 
 
 @dataclass(eq=False)
@@ -154,8 +143,8 @@ class Plan:
 def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOptions) -> Plan:
     nodes = graph.nodes
     _check_folders(nodes, prefix)
-    selected = _selected(graph, options.run_only, options.flag("run_only"))
-    forced = _matching(graph, options.force_run, options.flag("force_run"))
+    selected = _selected(graph, options.run_only, "`run_only`")
+    forced = _matching(graph, options.force_run, "`force_run`")
     statuses = storage.read_many([status_path(n.output_path) for n in nodes])
     entries: list[PlanEntry] = []
     running: list[PlanEntry] = []
@@ -164,10 +153,10 @@ def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOpti
         entry = _decide_from_status(node, None if blob is None else blob.data, options,
                                     fingerprints)
         if node not in selected and entry.status is not StepState.SUCCEEDED:
-            entry = PlanEntry(node, "skip", f"not selected by {options.flag('run_only')}",
+            entry = PlanEntry(node, "skip", "not selected by `run_only`",
                               entry.status, entry.status_record, warnings=entry.warnings)
         elif node in forced and entry.action == "skip":
-            entry = PlanEntry(node, "run", f"forced by {options.flag('force_run')}",
+            entry = PlanEntry(node, "run", "forced by `force_run`",
                               entry.status, entry.status_record, warnings=entry.warnings,
                               rerun=True)
         if entry.status is StepState.RUNNING and entry.action == "run":
@@ -277,7 +266,7 @@ def _decide_from_status(node: StepNode, raw: bytes | None, options: PlanOptions,
         first_line = (record.error or "unknown error").strip().splitlines()[0]
         if not options.force_run_failed:
             return PlanEntry(node, "skip", f"failed before ({first_line}); not retried because "
-                             f"{options.flag('no_retry')}", status, record,
+                             "`force_run_failed` is false", status, record,
                              refused_failure=True)
         return PlanEntry(node, "run", f"failed before: {first_line}", status, record)
     if status is StepState.CANCELLED:

@@ -43,9 +43,6 @@ class StepState(enum.StrEnum):
     BLOCKED = "blocked"
     """Not started: a dependency did not succeed."""
 
-    SUCCESS = "succeeded"
-    """The name the status file's spelling suggests; the same member as SUCCEEDED."""
-
     @property
     def is_done(self) -> bool:
         """The step's output exists, so its dependents may start."""

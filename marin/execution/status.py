@@ -37,8 +37,12 @@ LEASE_FILE = ".executor_lease"
 ATTEMPTS_FOLDER = ".attempts"
 
 
-#: The earlier name of ``StepState``; ``StepStatus.SUCCESS`` is ``StepState.SUCCEEDED``.
-StepStatus = StepState
+def __getattr__(name: str):
+    if name == "StepStatus":  # Marin's name, kept where it was importable from
+        from marin.execution.compat import StepStatus
+
+        return StepStatus
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CorruptRecordError(ValueError):

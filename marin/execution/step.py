@@ -19,9 +19,8 @@ Placeholders inside it are replaced by concrete paths just before ``fn(config)``
 * ``unversioned(value)`` passes ``value`` through but leaves it out of the hash, as does a
   dataclass field declared with ``unversioned_field(...)``.
 
-Marin's spellings name the same objects: ``InputName`` is ``OutputPathOf`` (``step / "f"``
-and ``step.cd("f")`` build one), ``OutputName`` is ``ThisOutputPath``, and
-``THIS_OUTPUT_PATH`` is ``this_output_path()``.
+Marin's spellings (``InputName``, ``OutputName``, ``THIS_OUTPUT_PATH``) name the same
+objects; they live in ``marin.execution.compat``.
 """
 
 from __future__ import annotations
@@ -220,9 +219,6 @@ class OutputPathOf:
             "the field with external_path_field() if overrides may point it elsewhere")
 
 
-InputName = OutputPathOf
-"""Marin's name for ``OutputPathOf``: one class, two names."""
-
 _NO_PSEUDO_DEPENDENCIES = (
     "InputName(..., block_on_step=False) / .nonblocking(): a step always waits for the steps "
     "its config names; to read another step's files without waiting, pass its output path "
@@ -250,8 +246,6 @@ class ThisOutputPath:
         return self.sub or None
 
 
-OutputName = ThisOutputPath
-"""Marin's name for ``ThisOutputPath``."""
 
 
 @dataclass(frozen=True)
@@ -345,7 +339,3 @@ def _join(base: str, sub: str) -> str:
 def join_path(base: str, sub: str) -> str:
     """Join a storage path or URL with a relative sub-path."""
     return _join(base, sub) if sub else base
-
-
-THIS_OUTPUT_PATH: Any = ThisOutputPath()
-"""``this_output_path()`` as a constant, for dataclass defaults (Marin's spelling)."""

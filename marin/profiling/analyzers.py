@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from marin import registry
 
-if TYPE_CHECKING:
-    from marin.profiling.trace_summary import TraceSummary
+# A summary is a ``marin.profiling.trace_summary.TraceSummary``; this module is below it.
+TraceSummary = Any
 
 BUILTIN = ("kernels", "categories", "steps", "hints")
 

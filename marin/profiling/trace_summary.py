@@ -29,19 +29,20 @@ import numpy as np
 from marin.profiling._collect import CATEGORIES, Collector, TraceData
 from marin.profiling._sources import TraceError, host_of, resolve
 from marin.profiling._wire import WireError, split_xspace
+from marin.profiling.hints import (  # noqa: F401 - the thresholds' documented home
+    COMMUNICATION_THRESHOLD,
+    DATA_LOADING_THRESHOLD,
+    DOMINANT_KERNEL_THRESHOLD,
+    FIRST_STEP_THRESHOLD,
+    HOST_THRESHOLD,
+    IDLE_THRESHOLD,
+    STEP_SPREAD_THRESHOLD,
+    Hint,
+)
 from marin.storage.files import url_of
 
 __all__ = ["CATEGORIES", "Hint", "Kernel", "Share", "StepStats", "TraceComparison",
            "TraceError", "TraceSummary", "load"]
-
-# Thresholds of the hints (fractions of the profiled step time unless said otherwise).
-DATA_LOADING_THRESHOLD = 0.10
-COMMUNICATION_THRESHOLD = 0.20
-IDLE_THRESHOLD = 0.25
-HOST_THRESHOLD = 0.25
-STEP_SPREAD_THRESHOLD = 1.5  # p90 / median of the steady steps
-FIRST_STEP_THRESHOLD = 3.0  # first step / median of the steady steps
-DOMINANT_KERNEL_THRESHOLD = 0.5  # one op's share of device op time
 
 # The most serialized bytes handed to the parser at once: its messages take about ten
 # times their serialized size, so 8 MB pieces hold the parser near 100 MB.
@@ -141,19 +142,6 @@ class StepStats:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "count": self.count}
-
-
-@dataclass(frozen=True)
-class Hint:
-    """A suggestion with the figure that triggered it and its documented threshold."""
-
-    id: str
-    message: str
-    value: float
-    threshold: float
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class TraceSummary:

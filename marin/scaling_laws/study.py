@@ -45,8 +45,10 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from marin.execution.errors import one_line
+from marin.execution.graph import StepGraph
 from marin.execution.step import (
     ComputeEstimate,
     ExecutorStep,
@@ -55,10 +57,15 @@ from marin.execution.step import (
     this_output_path,
 )
 from marin.models.config import TransformerConfig
+
+if TYPE_CHECKING:
+    from marin.execution.executor import RunResult
+    from marin.execution.planning import Plan
 from marin.processing.tokenize.inputs import fingerprint_inputs
 from marin.processing.tokenize.step import TokenizeConfig, tokenize
 from marin.processing.tokenize.tokenizer_training import TrainTokenizerConfig, train_tokenizer
 from marin.scaling_laws.candidates import CandidateConfig
+from marin.scaling_laws.study_report import parametric_of
 from marin.storage.files import atomic_write, exists, join_url, open_url
 from marin.training.hyperparameters import OptimizerHyperparameters
 from marin.training.metric_names import EVAL_LOSS, canonical
@@ -385,7 +392,7 @@ def _train(train_config: Any) -> tuple[dict[str, Any] | None, str, str | None]:
     except _candidate_failures() as e:
         status = ("diverged" if isinstance(e, TrainingDivergedError) else "out_of_memory"
                   if isinstance(e, TrainingOutOfMemoryError) else "invalid_config")
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        reason = one_line(e)
         logger.warning("run %s: %s (%s); it is excluded from the fit", train_config.output_path,
                        status, reason)
         return None, status, reason
@@ -535,24 +542,6 @@ def _approach3(records: list[Any], bootstrap: int) -> dict[str, Any]:
             "bootstrap_samples": [] if samples is None else samples.tolist()}
 
 
-def _parametric(fit: dict[str, Any]):
-    """The ``ParametricFit`` stored in fit.json, or None."""
-    import numpy as np
-
-    from marin.scaling_laws.parametric import ParametricFit
-
-    a3 = fit.get("approach3") or {}
-    if "error" in a3 or "E" not in a3:
-        return None
-    samples = np.array(a3.get("bootstrap_samples") or [], dtype=float)
-    return ParametricFit(E=a3["E"], A=a3["A"], B=a3["B"], alpha=a3["alpha"], beta=a3["beta"],
-                         objective=a3.get("objective", math.nan),
-                         standard_errors=a3.get("standard_errors", {}),
-                         bootstrap_samples=samples if samples.ndim == 2 and len(samples) else None,
-                         flops_coefficient=a3.get("flops_coefficient", 6.0),
-                         flops_exponent=a3.get("flops_exponent", 1.0))
-
-
 def _law(fit: dict[str, Any], quantity: str):
     from marin.scaling_laws.isoflop_analysis import ScalingFit
 
@@ -596,7 +585,7 @@ def predict_at(fit: dict[str, Any], budget: float) -> dict[str, Any]:
                             "tokens": float(tokens_law.predict(budget)),
                             "tokens_interval": _law_interval(tokens_law, budget),
                             "loss": float(loss_law.predict(budget)) if loss_law else None}
-    parametric = _parametric(fit)
+    parametric = parametric_of(fit)
     if parametric is not None:
         optimum = parametric.predict_optimal(budget)
         out["approach3"] = {"params": optimum.params, "params_interval": optimum.params_interval,
@@ -652,7 +641,7 @@ def run_prediction(config: PredictionConfig) -> dict[str, Any]:
 def _predicted_loss(fit: dict[str, Any], holdout: dict[str, Any], candidate: CandidateConfig
                     ) -> tuple[float | None, tuple[float, float] | None, str | None]:
     """Approach 3's loss at the candidate's own (N, D); else Approach 2's loss trend."""
-    parametric = _parametric(fit)
+    parametric = parametric_of(fit)
     if parametric is not None:
         value = float(parametric.loss(candidate.params, candidate.tokens))
         return value, loss_interval(parametric, candidate.params, candidate.tokens), \
@@ -744,36 +733,32 @@ def _jsonable(value: Any) -> Any:
 
 # -- after a run -------------------------------------------------------------------------------
 
-def study_outputs(steps: Sequence[ExecutorStep], prefix: str) -> dict[str, str]:
-    """Output folders of a study's ``fit``, ``prediction`` and ``report`` steps."""
-    from marin.execution.graph import StepGraph
-
-    graph = StepGraph.build(list(steps), prefix)
+def study_outputs(graph: StepGraph) -> dict[str, str]:
+    """Output folders of a study's ``fit``, ``prediction`` and ``report`` steps in ``graph``."""
     kinds = {fit_study: "fit", run_prediction: "prediction", write_study_report: "report"}
     return {kinds[n.step.fn]: n.output_path for n in graph.nodes if n.step.fn in kinds}
 
 
-def print_study_summary(steps: Sequence[ExecutorStep], argv: Sequence[str],
+def print_study_summary(result: RunResult | Plan, options: Any = None,
                         file: Any = None) -> None:
-    """After ``executor_main``: the study's findings and where its report is (nothing on a
-    dry run or when the report was not written)."""
-    import argparse
+    """After ``executor_main`` (or as an ``Experiment``'s ``after``): the findings of the
+    run that ``result`` is, and where its report is. Nothing for a dry run (a ``Plan``), nor
+    when this run did not finish the report (a summary of an older run would mislead)."""
     import sys
 
-    from marin.execution.executor_main import resolve_prefix
+    from marin.execution.executor import RunResult
 
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--prefix")
-    parser.add_argument("--dry_run", default="false")
-    known, _ = parser.parse_known_args(list(argv))
-    if known.dry_run.lower() in ("true", "1", "yes"):
+    if not isinstance(result, RunResult) or not result.ok:
         return
     from marin.scaling_laws.study_report import summary_lines
 
-    out = study_outputs(steps, resolve_prefix(known.prefix))
-    fit = _read_json(join_url(out["fit"], "fit.json")) if "fit" in out else None
-    report = join_url(out["report"], "report.md") if "report" in out else None
-    if fit is None or report is None or not exists(report):
+    out = study_outputs(result.plan.graph)
+    done = {s.output_path for s in result.steps if s.state.is_done}
+    if "fit" not in out or "report" not in out or out["report"] not in done:
+        return
+    fit = _read_json(join_url(out["fit"], "fit.json"))
+    report = join_url(out["report"], "report.md")
+    if fit is None or not exists(report):
         return
     prediction = _read_json(join_url(out["prediction"], "prediction.json")) \
         if "prediction" in out else None

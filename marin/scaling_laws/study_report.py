@@ -231,12 +231,10 @@ def _prediction_plot(fit: dict[str, Any], p: dict[str, Any], stem: str) -> None:
     import numpy as np
     import plotly.graph_objects as go
 
-    from marin.scaling_laws.study import _parametric
-
     c, budget = p["candidate"], p["budget"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     page = go.Figure()
-    parametric = _parametric(fit)
+    parametric = parametric_of(fit)
     if parametric is not None:
         grid = np.geomspace(c["params"] / 8, c["params"] * 8, 100)
         # a fixed budget: D scales as 1 / N (C ~ 6 N D)
@@ -266,3 +264,21 @@ def _prediction_plot(fit: dict[str, Any], p: dict[str, Any], stem: str) -> None:
     page.update_layout(title=f"Held-out budget {budget:.3g} FLOPs",
                        xaxis={"type": "log", "title": "parameters"}, yaxis={"title": "loss"})
     page.write_html(f"{stem}.html", include_plotlyjs=True, full_html=True)
+
+
+def parametric_of(fit: dict[str, Any]):
+    """The ``ParametricFit`` stored in fit.json, or None."""
+    import numpy as np
+
+    from marin.scaling_laws.parametric import ParametricFit
+
+    a3 = fit.get("approach3") or {}
+    if "error" in a3 or "E" not in a3:
+        return None
+    samples = np.array(a3.get("bootstrap_samples") or [], dtype=float)
+    return ParametricFit(E=a3["E"], A=a3["A"], B=a3["B"], alpha=a3["alpha"], beta=a3["beta"],
+                         objective=a3.get("objective", math.nan),
+                         standard_errors=a3.get("standard_errors", {}),
+                         bootstrap_samples=samples if samples.ndim == 2 and len(samples) else None,
+                         flops_coefficient=a3.get("flops_coefficient", 6.0),
+                         flops_exponent=a3.get("flops_exponent", 1.0))

@@ -179,3 +179,21 @@ def test_a_second_gc_is_refused_naming_the_first(tmp_path: Path):
         lease.release()
     assert result.returncode == 2 and "another marin gc runs" in result.stderr
     assert "gc-first" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_pinned_old_version_is_kept_until_unpinned(tmp_path: Path):
+    prefix = tmp_path / "prefix"
+    assert _executor(tmp_path, MARIN_TEST_RATE="1").returncode == 0
+    (old,) = (prefix / "gc").glob("study-*")
+    assert _executor(tmp_path, MARIN_TEST_RATE="2").returncode == 0
+    key = str(old.relative_to(prefix))
+    assert _marin(tmp_path, "pin", key, "--prefix", str(prefix)).returncode == 0
+    assert _marin(tmp_path, "pin", "--list", "--prefix", str(prefix)).stdout.split() == [key]
+    dry = json.loads(_marin(tmp_path, "gc", "--prefix", str(prefix), "--json").stdout)
+    assert dry["candidates"] == []
+    assert _marin(tmp_path, "unpin", key, "--prefix", str(prefix)).returncode == 0
+    dry = json.loads(_marin(tmp_path, "gc", "--prefix", str(prefix), "--json").stdout)
+    assert [c["step"] for c in dry["candidates"]] == [key]
+    wrong = _marin(tmp_path, "pin", "gc/nothing-0000", "--prefix", str(prefix))
+    assert wrong.returncode == 2 and "no step output 'gc/nothing-0000'" in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1

@@ -139,15 +139,35 @@ class AsyncObjectStorage(Storage):
                 for name, info in found.items() if name.startswith(base + "/")]
 
     def delete_files(self, paths: Sequence[str], root: str | None = None) -> None:
-        """gcsfs sends batch requests (up to 100 deletes each) and s3fs DeleteObjects (up
-        to 1,000), many at once; a file already gone is no error."""
-        if paths:
-            keys = [self.fs._strip_protocol(p) for p in paths]
+        """s3fs sends DeleteObjects (1,000 keys each) and gcsfs on GCS batch requests (100
+        each). gcsfs against an emulator (which answers no batch request) sends single
+        deletes five at a time; they go ``read_concurrency`` at a time instead. A file
+        already gone is no error."""
+        if not paths:
+            return
+        keys = [self.fs._strip_protocol(p) for p in paths]
+        if getattr(self.fs, "on_google", True):
             try:
                 self.fs.rm(keys)
             except FileNotFoundError:
                 pass
-            self.fs.invalidate_cache()
+        else:
+            self._run(self._delete_singly(keys))
+        self.fs.invalidate_cache()
+
+    async def _delete_singly(self, keys: list[str]) -> None:
+        import asyncio
+
+        limit = asyncio.Semaphore(self.read_concurrency)
+
+        async def one(key: str) -> None:
+            async with limit:
+                try:
+                    await self.fs._rm_file(key)
+                except FileNotFoundError:
+                    pass
+
+        await asyncio.gather(*(one(k) for k in keys))
 
     def check_writable(self, path: str) -> None:
         probe = f"{path.rstrip('/')}/.marin-write-probe"

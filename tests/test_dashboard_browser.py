@@ -194,10 +194,10 @@ def test_the_loss_curve_has_one_point_per_metrics_record(experiment, page):
     page.wait_for_selector("#chart-loss .main-svg")
     points = "([id, k]) => document.getElementById(id).data.find(t => t.name === k).x.length"
     assert page.evaluate(points, ["chart-loss", key]) == \
-        sum("loss" in r for r in records) == TRAIN_STEPS
-    assert page.evaluate(points, ["chart-eval_loss", key]) == sum("eval_loss" in r
+        sum("train/loss" in r for r in records) == TRAIN_STEPS
+    assert page.evaluate(points, ["chart-eval_loss", key]) == sum("eval/loss" in r
                                                                   for r in records)
-    assert page.evaluate(points, ["chart-mfu", key]) == sum("mfu" in r for r in records)
+    assert page.evaluate(points, ["chart-mfu", key]) == sum("throughput/mfu" in r for r in records)
     page.screenshot(path=str(experiment["shots"] / "runs.png"), full_page=True)
 
 

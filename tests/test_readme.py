@@ -4,7 +4,7 @@ commands that read the main job's outputs work as written on what the study wrot
 
 The reduced study is the main job's graph (``isoflop_study`` named ``isoflop-tiny``, a
 trained BPE, three budgets, a held-out budget), run the way the main job runs, as a script
-whose main calls ``executor_main`` and then ``print_study_summary``; it uses eight plays, a
+whose ``Experiment`` has ``print_study_summary`` run after ``executor_main``; it uses eight plays, a
 smaller vocabulary and budgets about twenty times smaller, so it takes about a minute.
 """
 
@@ -36,16 +36,14 @@ HEURISTIC = isoflop_tiny.HEURISTIC.with_overrides(
     max_batch_size=32, min_train_steps=20, reference_batch_size=32, reference_tokens=1e5)
 
 SCRIPT = """
-import sys
-
-from marin.execution import executor_main
+from marin.execution import Experiment, executor_main
 from marin.scaling_laws.study import print_study_summary
 from tests.test_readme import reduced_study
 
-steps = reduced_study()
+experiment = Experiment(reduced_study(), description="the main job, reduced",
+                        after=print_study_summary)
 if __name__ == "__main__":
-    executor_main(steps, description="the main job, reduced")
-    print_study_summary(steps, sys.argv[1:])
+    executor_main(experiment)
 """
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?")

@@ -259,9 +259,10 @@ def test_executor_and_trainer_log_through_the_service(tmp_path: Path, cache: Pat
         hello = [e for e in entries if e["msg"] == "hello from the step"]
         assert len(hello) == 1 and hello[0]["step"] == 7
         assert hello[0]["source"] == "experiments.hello"
-        metrics = [e for e in entries if e["msg"] == "metrics" and "loss" in e]
+        metrics = [e for e in entries if e["msg"] == "metrics" and "train/loss" in e]
         assert [m["step"] for m in metrics] == [1, 2, 3]
-        assert all(m["loss"] > 0 and "tokens_per_s" in m for m in metrics)
+        assert all(m["train/loss"] > 0 and "throughput/tokens_per_second" in m
+                   for m in metrics)
         assert by_source["marin.training"] >= 3  # "step N loss ..." lines, log_every=1
         ends = {e["msg"].split()[1]: e["state"] for e in entries
                 if e["source"] == "marin.executor" and e["state"] != "running"}

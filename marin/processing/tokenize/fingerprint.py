@@ -22,15 +22,23 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from marin.storage.files import local_path, url_to_fs
 
-if TYPE_CHECKING:
-    from marin.processing.tokenize.inputs import InputFile
+__all__ = ["InputFile", "content_hash", "default_hash_cache", "fingerprint_files"]
 
-__all__ = ["content_hash", "default_hash_cache", "fingerprint_files"]
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file as listed: its URL, size and the store's checksum."""
+
+    url: str
+    size: int
+    checksum: str | None = None
+    """The store's own content checksum (``md5:...``, ``crc32c:...``, ``etag:...``), when
+    its listing gives one; None on local disk, where the content is hashed instead."""
 
 
 def default_hash_cache() -> str:

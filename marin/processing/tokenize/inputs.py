@@ -13,10 +13,9 @@ GCS's md5/crc32c, S3's ETag, the Hub's blob id): planning a step reads no remote
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from marin.processing.tokenize.fingerprint import fingerprint_files
+from marin.processing.tokenize.fingerprint import InputFile, fingerprint_files
 from marin.storage.files import url_of, url_to_fs
 
 __all__ = ["JSONL_SUFFIXES", "PARQUET_SUFFIXES", "SUPPORTED", "TEXT_SUFFIXES", "InputError",
@@ -34,15 +33,6 @@ _CHECKSUMS = (("md5Hash", "md5"), ("crc32c", "crc32c"), ("ETag", "etag"), ("etag
 class InputError(ValueError):
     """An input is missing, matches nothing, has an unsupported format or cannot be read;
     the message names the file and, inside it, the position."""
-
-
-@dataclass(frozen=True)
-class InputFile:
-    url: str
-    size: int
-    checksum: str | None = None
-    """The store's own content checksum (``md5:...``, ``crc32c:...``, ``etag:...``), when
-    its listing gives one; None on local disk, where the content is hashed instead."""
 
 
 def list_inputs(paths: Sequence[str]) -> list[InputFile]:

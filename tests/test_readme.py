@@ -98,6 +98,20 @@ def test_the_readme_sample_has_the_shape_of_what_the_run_prints(study_run):
     assert printed[0].endswith(" succeeded") and "failed" not in printed[0]
 
 
+def test_a_second_run_skips_every_step_and_prints_the_same_summary(study_run):
+    root, printed = study_run
+    env = {k: v for k, v in os.environ.items() if k != "MARIN_PREFIX"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "study.py"], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    again = lines[max(i for i, line in enumerate(lines) if line.startswith("executor: ")):]
+    steps = printed[0].split()[1]  # "executor: 14 steps: 14 succeeded"
+    assert again[0] == f"executor: {steps} steps: {steps} skipped"
+    assert again[1:] == printed[1:] and len(again) > 1
+
+
 def test_the_shape_keeps_the_words_and_drops_the_figures():
     assert shape("runs: 17 used, 0 excluded") == shape("runs: 9 used, 0 excluded")
     assert shape("runs: 17 used, 0 excluded") != shape("runs: 17 used; 0 excluded")

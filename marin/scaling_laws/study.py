@@ -750,10 +750,14 @@ def print_study_summary(result: RunResult | Plan, options: Any = None,
 
     if not isinstance(result, RunResult) or not result.ok:
         return
+    from marin.execution.states import StepState
     from marin.scaling_laws.study_report import summary_lines
 
     out = study_outputs(result.plan.graph)
-    done = {s.output_path for s in result.steps if s.state.is_done}
+    stored = {e.output_path: e.status for e in result.plan.entries}
+    done = {s.output_path for s in result.steps  # this run's, or an earlier run's, skipped
+            if s.state.is_done or (s.state is StepState.SKIPPED
+                                   and stored.get(s.output_path) is StepState.SUCCEEDED)}
     if "fit" not in out or "report" not in out or out["report"] not in done:
         return
     fit = _read_json(join_url(out["fit"], "fit.json"))

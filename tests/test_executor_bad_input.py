@@ -127,7 +127,8 @@ def _read_only_folder(folder: Path) -> Iterator[None]:
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
                              capture_output=True, text=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only file system here: {mounted.stderr.strip()}")
+        pytest.fail(f"cannot mount a read-only file system here ({mounted.stderr.strip()}); "
+                    "as root, chmod would not stop writes, so the test needs the mount")
     try:
         yield
     finally:

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from marin._cache_dir import cache_dir
+
 _UNKNOWN = re.compile(r"Unknown flags? in XLA_FLAGS: (.*)")
 _PROBE = "import jax; jax.devices()"
 
@@ -30,8 +32,7 @@ class FlagProbeError(RuntimeError):
 
 
 def cache_file() -> Path:
-    root = os.environ.get("MARIN_CACHE_DIR") or os.path.join(Path.home(), ".cache", "marin")
-    return Path(root) / "xla_flags.json"
+    return cache_dir() / "xla_flags.json"
 
 
 def jaxlib_version() -> str | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from marin._cache_dir import cache_dir
 from marin.storage.files import join_url, open_url, url_to_fs
 
 GPT2_PATTERN = (r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
@@ -163,8 +164,7 @@ def _gpt2_ranks(vocab_bpe: Path, encoder_json: Path, digest: str) -> dict[bytes,
 
     from tiktoken.load import data_gym_to_mergeable_bpe_ranks
 
-    root = os.environ.get("MARIN_CACHE_DIR") or os.path.join(Path.home(), ".cache", "marin")
-    cached = Path(root) / f"gpt2-ranks-{digest[:16]}.pickle"
+    cached = cache_dir() / f"gpt2-ranks-{digest[:16]}.pickle"
     try:
         with open(cached, "rb") as f:
             return pickle.load(f)

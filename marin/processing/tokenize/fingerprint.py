@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from marin._cache_dir import cache_dir
 from marin.storage.files import local_path, url_to_fs
 
 __all__ = ["InputFile", "content_hash", "default_hash_cache", "fingerprint_files"]
@@ -42,8 +43,7 @@ class InputFile:
 
 
 def default_hash_cache() -> str:
-    root = os.environ.get("MARIN_CACHE_DIR") or os.path.join(Path.home(), ".cache", "marin")
-    return os.path.join(root, "content-hashes")
+    return str(cache_dir() / "content-hashes")
 
 
 def fingerprint_files(files: Sequence[InputFile], hash_cache: str | None = None) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from marin.execution.lease import Lease
-from marin.execution.processes import descendants, end_processes, leave_if_forked
+from marin.execution.processes import StepChildren, descendants, end_processes, leave_if_forked
 from marin.storage import LocalStorage
 from tests.conftest import ROOT
 from tests.helpers.processes import marin_command
@@ -159,3 +159,50 @@ def test_a_step_that_forks_is_recorded_by_its_own_process_only(tmp_path: Path):
         assert ok == "True"
         (status,) = _statuses(folder / "p").values()
         assert status["status"] == "SUCCESS" and str(status["pid"]) == pid
+
+
+def test_a_step_registering_while_another_lists_its_children_keeps_its_own(monkeypatch):
+    """Step A checks that it runs alone and lists the process's children; step B registers
+    and starts a child in between. B's child must not be counted as A's (A would end it)."""
+    import threading
+
+    from marin.execution import processes
+
+    a = StepChildren.start()
+    own = subprocess.Popen(["sleep", "30"])  # A's own child, which A must end
+    b_started: list[subprocess.Popen] = []
+    b_forked = threading.Event()
+    b_tracker: list[StepChildren] = []
+    b_done = threading.Event()
+
+    def step_b() -> None:
+        b_tracker.append(StepChildren.start())
+        b_started.append(subprocess.Popen(["sleep", "30"]))
+        b_forked.set()
+        b_done.wait(30)  # a step's thread lives on (Linux hands a dead thread's children on)
+
+    real = processes._thread_children
+    calls = []
+
+    def listing_with_b_in_between(tid: int) -> list[int]:
+        if tid == a.tid and not calls:
+            calls.append(tid)
+            threading.Thread(target=step_b, daemon=True).start()
+            b_forked.wait(1.0)  # B may get in here only where nothing holds it out
+        return real(tid)
+
+    monkeypatch.setattr(processes, "_thread_children", listing_with_b_in_between)
+    try:
+        assert a.started() == {own.pid}
+        assert calls == [a.tid] and b_forked.wait(10)
+        ended, survivors = a.end()
+        assert ended == [own.pid] and survivors == []
+        assert own.wait(10) == -signal.SIGTERM
+        assert b_started[0].poll() is None  # B's child still runs
+    finally:
+        b_done.set()
+        for proc in [own, *b_started]:
+            proc.kill()
+            proc.wait()
+        for tracker in b_tracker:
+            tracker.end()

@@ -84,9 +84,9 @@ class StepChildren:
     @classmethod
     def start(cls) -> StepChildren:
         """Called in the step's thread just before the step function runs."""
-        before = frozenset(_process_children()) if _has_children() else frozenset()
-        tracker = cls(threading.get_native_id(), before)
-        with _ACTIVE_LOCK:
+        with _ACTIVE_LOCK:  # no other step lists this process's children meanwhile
+            before = frozenset(_process_children()) if _has_children() else frozenset()
+            tracker = cls(threading.get_native_id(), before)
             _ACTIVE[tracker.tid] = tracker
         return tracker
 
@@ -94,11 +94,13 @@ class StepChildren:
         """The processes the step started that still run, descendants included."""
         if not _has_children():
             return set()  # the common case, in one system call
+        # Under the lock, so that no step registers (and forks) between the check that
+        # this step runs alone and the listing of the process's children: such a child
+        # would be counted as this step's and ended.
         with _ACTIVE_LOCK:
-            alone = len(_ACTIVE) == 1
-        direct = set(_thread_children(self.tid))
-        if alone:
-            direct |= set(_process_children()) - self._before
+            direct = set(_thread_children(self.tid))
+            if len(_ACTIVE) == 1:
+                direct |= set(_process_children()) - self._before
         return descendants(direct) - _shared_helpers()
 
     def end(self) -> tuple[list[int], list[int]]:

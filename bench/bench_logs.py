@@ -53,7 +53,7 @@ def _percentiles(latencies: list[float]) -> dict[str, float]:
 
 # -- service path ----------------------------------------------------------------------
 def _service_writer(url: str, writer: int, entries: int, batch: int, start, results) -> None:
-    from marin.inference.client import LogClient
+    from marin.services.log_service.client import LogClient
 
     batches = _batches(writer, entries, batch)
     client = LogClient.connect(url, when_full="block", buffer_entries=200_000)
@@ -74,9 +74,9 @@ def _service_writer(url: str, writer: int, entries: int, batch: int, start, resu
 
 
 def run_service(writers: int, entries: int, batch: int, data: str) -> dict:
-    from marin.services.logs import query  # noqa: F401  (imports grpc before timing)
+    from marin.services.log_service.reader import query  # noqa: F401  (imports grpc before timing)
 
-    proc = subprocess.Popen([sys.executable, "-m", "marin.services.server", "logger",
+    proc = subprocess.Popen([sys.executable, "-m", "marin.services.serve", "logger",
                              "--data", data, "--port", "0", "--retention-days", "0"],
                             stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
@@ -169,7 +169,7 @@ def _scheduler(path: str, requests, replies, writers: int) -> None:
 
 
 def _bundled_writer(channels, writer: int, entries: int, batch: int, start, results) -> None:
-    from marin.inference.client import LogEntry
+    from marin.services.log_service.client import LogEntry
 
     requests, replies = channels
     batches = _batches(writer, entries, batch)

@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 
 
 class ServiceProcess:
-    """``python -m marin.services.server KIND`` registered in a cluster under ``clusters``."""
+    """``python -m marin.services.serve KIND`` registered in a cluster under ``clusters``."""
 
     def __init__(self, kind: str, data: Path, clusters: Path, cluster: str = "t",
                  host: str = "127.0.0.1", *extra: str):
@@ -23,7 +23,7 @@ class ServiceProcess:
         self.address = ""
 
     def start(self, port: int = 0) -> ServiceProcess:
-        cmd = [sys.executable, "-m", "marin.services.server", self.kind, "--data",
+        cmd = [sys.executable, "-m", "marin.services.serve", self.kind, "--data",
                str(self.data), "--host", self.host, "--port", str(port), "--cluster",
                self.cluster, "--clusters", str(self.clusters), *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

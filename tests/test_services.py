@@ -13,12 +13,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from marin.inference.client import LogClient
 from marin.services import codec
 from marin.services.channel import ServiceError
 from marin.services.endpoints import EndpointRegistry
-from marin.services.kv_client import KVClient, VersionConflictError
-from marin.services.logs import query
+from marin.services.kv_service.client import KVClient, VersionConflictError
+from marin.services.log_service.client import LogClient
+from marin.services.log_service.reader import query
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 from tests.conftest import ROOT
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 WRITER = """
 import sys
-from marin.inference.client import LogClient
+from marin.services.log_service.client import LogClient
 url, writer, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with LogClient.connect(url, when_full="block", batch_entries=500) as log:
     for start in range(0, n, 50):
@@ -108,7 +108,7 @@ def test_kill_9_and_restart_on_a_new_port_loses_no_acknowledged_entry(tmp_path: 
 
 def test_off_loopback_a_token_is_required(tmp_path: Path, monkeypatch):
     clusters = tmp_path / "clusters"
-    refused = subprocess.run([sys.executable, "-m", "marin.services.server", "logger",
+    refused = subprocess.run([sys.executable, "-m", "marin.services.serve", "logger",
                               "--data", str(tmp_path / "x"), "--host", "127.0.0.2"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2

@@ -15,10 +15,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from marin.inference.client import LogClient
 from marin.services import codec
-from marin.services.kv_client import KVClient
-from marin.services.logs import query
+from marin.services.kv_service.client import KVClient
+from marin.services.log_service.client import LogClient
+from marin.services.log_service.reader import query
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 from tests.conftest import ROOT

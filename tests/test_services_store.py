@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from marin import registry
-from marin.inference.client import InvalidLogEntryError, LogEntry, validate
 from marin.services import codec
 from marin.services.endpoints import Endpoint, EndpointRegistry
-from marin.services.kvstore import KVStore
-from marin.services.logstore import LEVELS, LogQuery, LogStore
+from marin.services.kv_service.store import KVStore
+from marin.services.log_service.client import InvalidLogEntryError, LogEntry, validate
+from marin.services.log_service.store import LEVELS, LogQuery, LogStore
 from marin.services.resolve import ResolutionError, Target, resolve
 from tests.conftest import ROOT
 from tests.services_util import wait_until
@@ -168,7 +168,7 @@ def test_the_token_file_is_readable_only_by_its_owner(tmp_path):
 
 
 def test_span_summaries_find_every_row_across_commits_runs_and_pruning(tmp_path, monkeypatch):
-    import marin.services.logstore as logstore
+    import marin.services.log_service.store as logstore
 
     monkeypatch.setattr(logstore, "SPAN_SECONDS", 0.0)  # every commit opens new spans
     store = LogStore(str(tmp_path / "logs.sqlite"))
@@ -226,7 +226,7 @@ def test_a_database_from_before_spans_is_migrated(tmp_path):
 
 
 def test_buffered_entries_are_validated_like_push_batch_and_bad_ones_reported():
-    from marin.inference.entries import check_shape, to_columns
+    from marin.services.log_service.entries import check_shape, to_columns
 
     now = 1.7e9
     plain = [{"msg": "a"}, {"level": "ERROR", "msg": "b", "run": "r", "step": 2,
@@ -253,7 +253,7 @@ def test_buffered_entries_are_validated_like_push_batch_and_bad_ones_reported():
 
 
 def test_a_full_buffer_drops_the_oldest_entries_and_counts_them():
-    from marin.inference.client import LogClient
+    from marin.services.log_service.client import LogClient
 
     # Nothing listens on port 1: the entries stay buffered (batch and linger keep the
     # sender from taking them before close).
@@ -269,7 +269,7 @@ def test_a_full_buffer_drops_the_oldest_entries_and_counts_them():
 
 
 def test_kv_prefix_listing_at_the_edges_of_unicode(tmp_path):
-    from marin.services.kvstore import successor
+    from marin.services.kv_service.store import successor
 
     alphabet = ["a", "z", "\ud7ff", "\ue000", "\uffff", "\U0010fffe", "\U0010ffff"]
     rng = random.Random(3)
@@ -294,7 +294,7 @@ def test_a_failing_batch_in_a_group_commit_fails_alone(tmp_path):
     import sqlite3
     import threading
 
-    from marin.services.logstore import InvalidBatchError
+    from marin.services.log_service.store import InvalidBatchError
 
     store = LogStore(str(tmp_path / "logs.sqlite"))
     with pytest.raises(InvalidBatchError, match=r"seq 9223372036854775808 is outside"):

@@ -5,7 +5,7 @@
 A package declares an observer in its ``pyproject.toml``:
 
     [project.entry-points."marin.run_observers"]
-    step_states = "marin.services.step_states:publishing"
+    step_states = "marin.services.kv_service.step_states:publishing"
 
 ``publishing(progress)`` returns ``progress`` itself or a ``Progress`` that wraps it; marin's
 services publish live step states and step logs this way. The executor names no observer:

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from marin.services.codec import MAX_TIMESTAMP
-from marin.services.logstore import LEVELS
+from marin.services.log_service.store import LEVELS
 from marin.services.proto import services_pb2 as pb
 
 __all__ = ["MAX_EXTRA_DEPTH", "Caps", "check_extra", "json_depth", "rows_of"]

@@ -9,8 +9,8 @@
     marin status                               # live step states of every executor
     marin services down
 
-The ``marin logs`` handlers live in ``log_commands``, what the commands share in
-``cli_support``.
+The ``marin logs`` handlers live in ``log_service.commands``, ``marin services serve`` in
+``serve``, what the commands share in ``cli_support``.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from marin.services.cli_support import (
     print_rows,
     wrap,
 )
-from marin.services.log_commands import log_filters, logs_query, logs_tail
+from marin.services.log_service.commands import log_filters, logs_query, logs_tail
+from marin.services.serve import add_serve_arguments
 
-__all__ = ["add_parsers", "serve_parser"]
+__all__ = ["add_parsers"]
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +59,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     cluster_args(dn)
     dn.add_argument("--json", action="store_true")
     dn.set_defaults(handler=_down)
-    _add_serve(ssub.add_parser("serve", help="run one service in the foreground (for a "
+    add_serve_arguments(ssub.add_parser("serve", help="run one service in the foreground (for a "
                                "supervisor or a container)"))
 
     logs = sub.add_parser("logs", help="read the log service")
@@ -102,32 +103,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     status.set_defaults(handler=_status)
 
 
-def _add_serve(serve: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    serve.add_argument("kind", choices=["logger", "kv"])
-    serve.add_argument("--data", required=True, help="storage folder")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    serve.add_argument("--cluster", help="register the endpoint in this cluster's registry")
-    serve.add_argument("--clusters", metavar="ROOT", help="where registries live "
-                       "(default: $MARIN_CLUSTERS, else ~/.marin/clusters)")
-    serve.add_argument("--token-file", help="file holding the token callers must present "
-                       "(default: $MARIN_SERVICES_TOKEN, else the cluster's token)")
-    serve.add_argument("--advertise", help="host:port's host written to the registry")
-    serve.add_argument("--retention-days", type=float, default=30.0,
-                       help="delete log entries older than this (0 keeps all; default 30)")
-    serve.add_argument("--synchronous", choices=["full", "normal"], default="full",
-                       help="full: fsync every commit (default); normal: survive a crash of "
-                       "the service, not of the machine")
-    serve.add_argument("--max-batch-entries", type=int, default=100_000)
-    serve.add_argument("--max-message-bytes", type=int, default=16 << 20)
-    serve.set_defaults(handler=_serve)
-    return serve
-
-
-def serve_parser() -> argparse.ArgumentParser:
-    return _add_serve(argparse.ArgumentParser(prog="python -m marin.services.server"))
-
-
 # -- services ------------------------------------------------------------------------------
 @wrap
 def _up(args: argparse.Namespace) -> int:
@@ -167,25 +142,9 @@ def _down(args: argparse.Namespace) -> int:
     return 0
 
 
-@wrap
-def _serve(args: argparse.Namespace) -> int:
-    from marin.services.endpoints import TOKEN_ENV, read_token_file
-    from marin.services.server import ServiceConfig, serve_forever
-
-    token = read_token_file(args.token_file) if args.token_file else \
-        os.environ.get(TOKEN_ENV) or None
-    config = ServiceConfig(kind=args.kind, data=args.data, host=args.host, port=args.port,
-                           cluster=args.cluster, clusters_root=args.clusters, token=token,
-                           advertise=args.advertise, retention_days=args.retention_days,
-                           synchronous=args.synchronous,
-                           max_batch_entries=args.max_batch_entries,
-                           max_message_bytes=args.max_message_bytes)
-    return serve_forever(config)
-
-
 # -- kv ------------------------------------------------------------------------------------
 def _kv(args: argparse.Namespace):
-    from marin.services.kv_client import KVClient
+    from marin.services.kv_service.client import KVClient
     from marin.services.manage import service_url
 
     return KVClient.connect(args.url or service_url(cluster(args), "kv", args.clusters))
@@ -238,9 +197,9 @@ def _kv_list(args: argparse.Namespace) -> int:
 # -- status --------------------------------------------------------------------------------
 @wrap
 def _status(args: argparse.Namespace) -> int:
-    from marin.services.kv_client import KVClient
+    from marin.services.kv_service.client import KVClient
+    from marin.services.kv_service.step_states import read_states
     from marin.services.manage import service_url
-    from marin.services.step_states import read_states
 
     url = args.url or (os.environ.get("MARIN_KV") if not args.cluster else None) \
         or service_url(cluster(args), "kv", args.clusters)

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from marin.services.logs import visible
+from marin.services.log_service.reader import visible
 
 __all__ = ["CLUSTER_ENV", "UsageError", "cluster", "cluster_args", "console", "fail",
            "parse_time", "print_rows", "wrap"]
@@ -54,7 +54,7 @@ def fail(message: str, code: int = 2) -> int:
 
 def _run(fn, args: argparse.Namespace) -> int:
     from marin.services.channel import ServiceError
-    from marin.services.kv_client import VersionConflictError
+    from marin.services.kv_service.client import VersionConflictError
     from marin.services.manage import ServicesError
     from marin.services.resolve import ResolutionError
     from marin.services.server import ServiceConfigError

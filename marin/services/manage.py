@@ -4,7 +4,7 @@
     for row in status("marin"): ...  # endpoint, pid, alive, uptime, counts
     down("marin")                    # SIGTERM, then SIGKILL after a grace period
 
-Each service runs ``python -m marin.services.server KIND``, detached from the caller (its
+Each service runs ``python -m marin.services.serve KIND``, detached from the caller (its
 own session), writing its output to ``DATA/KIND.log``. ``up`` returns once every service
 has registered and answered a call.
 
@@ -75,7 +75,7 @@ def up(cluster: str = "marin", host: str = "127.0.0.1", data: str | None = None,
             report.append({"service": kind, "address": current.address, "pid": current.pid,
                            "state": "already running"})
             continue
-        cmd = [sys.executable, "-m", "marin.services.server", kind, "--cluster", cluster,
+        cmd = [sys.executable, "-m", "marin.services.serve", kind, "--cluster", cluster,
                "--clusters", clusters_root(root), "--host", host,
                "--port", str((ports or {}).get(kind, 0)), "--data", os.path.join(data, kind),
                *(extra_args or [])]

@@ -1,6 +1,6 @@
 """The log and KV services, each a gRPC server in its own process.
 
-    python -m marin.services.server logger --data /var/marin/logger --cluster marin
+    python -m marin.services.serve logger --data /var/marin/logger --cluster marin
     marin services serve kv --port 7001 --data /var/marin/kv      # the same, from the CLI
 
 A service listens on 127.0.0.1 unless told otherwise; on any other address it refuses to
@@ -19,7 +19,6 @@ import os
 import signal
 import socket
 import sqlite3
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,8 +30,8 @@ from marin.services import codec
 from marin.services.checks import Caps, rows_of
 from marin.services.endpoints import Endpoint, EndpointRegistry
 from marin.services.interceptors import RequestCheck, TokenCheck
-from marin.services.kvstore import KVStore
-from marin.services.logstore import (
+from marin.services.kv_service.store import KVStore
+from marin.services.log_service.store import (
     LEVEL_NAMES,
     LEVELS,
     InvalidBatchError,
@@ -361,14 +360,3 @@ def serve_forever(config: ServiceConfig) -> int:
     done.wait()
     service.stop()
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    from marin.services.cli import serve_parser
-
-    args = serve_parser().parse_args(argv)
-    return args.handler(args, [])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

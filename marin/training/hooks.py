@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marin.inference.handler import log_metrics
+from marin.services.log_service.handler import log_metrics
 from marin.storage.files import atomic_write, open_url
 from marin.trackers.config import TrackerRun
 from marin.trackers.fanout import Trackers

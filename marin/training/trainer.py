@@ -48,12 +48,12 @@ from marin.execution.step import (
     this_output_path,
     unversioned_field,
 )
-from marin.inference.handler import install_from_env
 from marin.models.config import TransformerConfig
 from marin.models.transformer import TransformerLM
 from marin.processing.tokenize.cache import CacheError
 from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
 from marin.scaling_laws.candidates import CandidateConfig
+from marin.services.log_service.handler import install_from_env
 from marin.storage.files import atomic_write, join_url
 from marin.trackers.config import TrackerConfig, TrackerConfigError
 from marin.training import metric_names as names

@@ -47,7 +47,7 @@ SERVICE_ENV = ("MARIN_LOGGER", "MARIN_RUN", "MARIN_CLUSTERS", "MARIN_STATE_DIR",
 
 
 def _run_step(job: StepJob) -> StepOutcome:
-    from marin.inference.handler import install_from_env
+    from marin.services.log_service.handler import install_from_env
 
     handler = install_from_env()
     try:

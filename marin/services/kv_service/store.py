@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from marin.services.logstore import connect
+from marin.services.log_service.store import connect
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from marin.services.channel import ServiceChannel
 from marin.services.codec import check_text
-from marin.services.kvstore import Item
+from marin.services.kv_service.store import Item
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 

@@ -2,7 +2,7 @@
 
     MARIN_LOGGER=iris://marin?endpoint=/system/logger python experiments/tiny.py
 
-    from marin.inference.handler import install_from_env, log_metrics
+    from marin.services.log_service.handler import install_from_env, log_metrics
     install_from_env()                           # a no-op when $MARIN_LOGGER is unset
     logging.getLogger("marin.training").info("step %d", 5, extra={"step": 5})
     log_metrics({"step": 5, "loss": 3.1})        # a structured entry (msg "metrics")
@@ -10,8 +10,9 @@
 The handler never blocks on the network (it writes through ``LogClient.write_batch``). A
 record's ``extra=`` fields become the entry's extra fields, ``step`` and ``run`` its own;
 $MARIN_RUN names the run for entries that do not; $MARIN_LOG_LEVEL (default INFO) is the
-lowest level sent. The executor installs it, and the Ray
-runner passes $MARIN_LOGGER on to its workers.
+lowest level sent. The executor installs it, and the Ray runner passes $MARIN_LOGGER on to
+its workers. Importing this module imports no gRPC, pydantic or zstandard (the trainer
+imports it): the client is loaded when a handler is made.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import atexit
 import logging
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from marin.inference.client import LogClient
+if TYPE_CHECKING:
+    from marin.services.log_service.client import LogClient
 
 LOGGER_ENV = "MARIN_LOGGER"
 RUN_ENV = "MARIN_RUN"
@@ -34,8 +36,10 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 class LogServiceHandler(logging.Handler):
     def __init__(self, url: str, run: str = "", level: int = logging.NOTSET, **options: Any):
         super().__init__(level)
+        from marin.services.log_service.client import LogClient  # grpc: only when used
+
         self.url = url
-        self.client = LogClient.connect(url, run=run, **options)
+        self.client: LogClient = LogClient.connect(url, run=run, **options)
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name.startswith("marin.services"):

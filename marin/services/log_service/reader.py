@@ -19,7 +19,7 @@ from typing import Any
 
 from marin.services import codec
 from marin.services.channel import ServiceChannel
-from marin.services.logstore import LEVELS
+from marin.services.log_service.store import LEVELS
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
 

@@ -47,7 +47,7 @@ def _logger_url(args: argparse.Namespace) -> str:
 def _show(args: argparse.Namespace, limit: int, newest: bool, after_id: int = 0,
           console: Console | None = None) -> tuple[int, int]:
     """Print the matching entries a page at a time; (how many, the last id seen)."""
-    from marin.services.logs import format_entry, pages
+    from marin.services.log_service.reader import format_entry, pages
 
     if limit < 1:
         raise UsageError(f"--limit/-n {limit}: ask for at least 1 entry")

@@ -27,7 +27,7 @@ from typing import Any
 from marin.execution.states import StepState
 
 PREFIX = "steps/"
-_log = logging.getLogger("marin.services.step_states")
+_log = logging.getLogger("marin.services.kv_service.step_states")
 
 
 def kv_url_from_env() -> str | None:
@@ -41,7 +41,7 @@ def publishing(progress: Any) -> Any:
     """``progress`` itself, or a wrapper that also publishes step states (when a cluster is
     set) and logs each step's start and end (when $MARIN_LOGGER is set). Also routes this
     process's logs to $MARIN_LOGGER."""
-    from marin.inference.handler import install_from_env
+    from marin.services.log_service.handler import install_from_env
 
     handler = install_from_env()
     url = kv_url_from_env()
@@ -81,7 +81,7 @@ class _PublishingProgress:
 
     def _publish_loop(self) -> None:
         from marin.services.channel import ServiceError
-        from marin.services.kv_client import KVClient
+        from marin.services.kv_service.client import KVClient
         from marin.services.resolve import ResolutionError
 
         kv, warned = None, False

@@ -176,6 +176,77 @@ def fit_budget(budget: float, runs: Sequence[RunRecord], huber_delta: float = 0.
         optimal_loss=float(np.polyval(fit.x, x_opt)), points=len(runs))
 
 
+def fit_parabolas(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None,
+                  huber_delta: float | None = 0.01, max_iter: int = 50) -> np.ndarray:
+    """Parabolas ``y = a x^2 + b x + c`` of one budget's runs under many weightings at once.
+
+    ``weights`` (R, n) holds one weighting per row (a bootstrap resample's counts); None is
+    one row of ones. Returns (R, 3) rows of (a, b, c); a row is NaN where its runs with
+    positive weight have fewer than 3 distinct x. With ``huber_delta`` the fit minimises
+    ``fit_budget``'s Huber loss (the same minimum); with None, it is ordinary least squares.
+
+    Design note: every step solves all rows' 3x3 normal equations together; x is centred
+    first (ln tokens is ~20, so x^4 would swamp the other moments). The Huber loss is
+    piecewise quadratic, so a Newton step on the current inliers lands on the minimum once
+    they are the right ones (a few steps from least squares); a row takes the reweighted
+    least-squares step instead (which never increases the loss) when that step does better.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    w = np.ones((1, len(x))) if weights is None else np.asarray(weights, dtype=float)
+    shift = float(np.mean(x))
+    design = np.vander(x - shift, 3)  # (n, 3): x^2, x, 1
+    onehot = np.eye(len(x))[np.unique(x, return_inverse=True)[1]]
+    ok = ((w @ onehot) > 0).sum(axis=1) >= 3
+    coef = _weighted_solve(design, w, y, ok)
+    active = np.flatnonzero(ok) if huber_delta else np.array([], int)
+    for _ in range(max_iter):
+        if not active.size:
+            break
+        c, wa = coef[active], w[active]
+        r = y - c @ design.T
+        inlier = np.abs(r) <= huber_delta
+        newton_ok = ((wa * inlier) @ onehot > 0).sum(axis=1) >= 3
+        step = _weighted_solve(design, wa * inlier, np.zeros_like(y), newton_ok,
+                               rhs=(wa * np.clip(r, -huber_delta, huber_delta)) @ design)
+        robust = wa * np.minimum(1.0, huber_delta / np.maximum(np.abs(r), 1e-300))
+        candidates = np.stack([c + step, _weighted_solve(design, robust, y, newton_ok | True)])
+        losses = np.stack([_huber(y - k @ design.T, wa, huber_delta) for k in candidates])
+        losses[0, ~newton_ok] = np.inf
+        pick = np.argmin(losses, axis=0)
+        before = _huber(r, wa, huber_delta)
+        coef[active] = candidates[pick, np.arange(len(active))]
+        # done when the loss stops falling (flat directions: many runs beyond delta)
+        active = active[losses[pick, np.arange(len(active))] < before * (1 - 1e-12)]
+    a, b, c = coef.T
+    out = np.column_stack([a, b - 2 * a * shift, a * shift**2 - b * shift + c])
+    out[~ok] = np.nan
+    return out
+
+
+def _weighted_solve(design: np.ndarray, w: np.ndarray, y: np.ndarray, ok: np.ndarray,
+                    rhs: np.ndarray | None = None) -> np.ndarray:
+    """Each row's weighted least squares ``(X' W X)^-1 X' W y`` (or ``^-1 rhs``); rows not
+    ``ok`` (a singular system) get zeros."""
+    normal = np.einsum("rn,ni,nj->rij", w, design, design)
+    normal[~ok] = np.eye(3)
+    rhs = (w * y) @ design if rhs is None else rhs
+    out = np.linalg.solve(normal, rhs[..., None])[..., 0]
+    out[~ok] = 0.0
+    return out
+
+
+def _huber(r: np.ndarray, w: np.ndarray, delta: float) -> np.ndarray:
+    a = np.abs(r)
+    return (w * np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))).sum(axis=1)
+
+
+def parabola_minimum(coefficients: np.ndarray) -> np.ndarray:
+    """The minimum value ``c - b^2 / 4a`` of each row (a, b, c); NaN where a <= 0."""
+    a, b, c = np.asarray(coefficients, dtype=float).T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(a > 0, c - b * b / (4 * a), np.nan)
+
+
 def _minimum_standard_error(fit: Any, n: int, a: float, b: float) -> float:
     """Delta-method standard error of the parabola's minimum ``-b / 2a``."""
     dof = max(1, n - 3)

@@ -1,0 +1,263 @@
+"""Run-to-run noise, and prediction intervals that include it.
+
+    from marin.scaling_laws.calibration import (backtest, calibrated_interval,
+                                                noise_from_replicates, noise_from_residuals)
+    noise = noise_from_replicates([[3.112, 3.104], [2.871, 2.880, 2.868]])  # seeds per candidate
+    noise = noise_from_residuals(runs)          # or: the scatter around each budget's parabola
+    low, high = calibrated_interval(3.05, (3.03, 3.07), noise)   # where ONE run will land
+    result = backtest(runs, "plays", noise)     # predict the largest budget from the others
+    result.within_interval, result.error_percent
+
+A fit's interval covers the law, the loss an average run would reach; a single training run
+lands off it by its own noise (the seed's initialisation and data order), which no fit of
+other runs can remove. So the interval for the achieved loss of one run combines the fit's
+half-width ``h`` (a normal's, at the same level) with the noise's, in quadrature:
+``half = sqrt(h^2 + (t * std)^2)``, where ``t`` is Student's quantile with the noise's
+``dof``, since the noise is itself estimated. Each side of an asymmetric fit interval (a
+bootstrap's) is widened on its own.
+
+Design note: the quadrature keeps each part's own quantile, so it is exact when either part
+dominates and errs wide in between (97% at 3 dof, 95.7% at 10, for a 95% interval).
+Student's t with Welch-Satterthwaite degrees of freedom would be narrower but falls short
+at few dof (94%): a noise estimate that comes out low by chance also makes the fit look
+dominant and lowers the quantile, exactly when the interval is too narrow already.
+
+Noise estimates:
+
+- ``noise_from_replicates``: the pooled variance of groups of runs that differ only in the
+  seed, ``sum (x - group mean)^2 / sum (n_g - 1)``.
+- ``noise_from_residuals``: the pooled variance of the runs around their budget's
+  least-squares parabola in ln tokens, with ``n_b - 3`` degrees of freedom per budget (a
+  parabola spends 3). Where the parabola is not the curve's true shape, its misfit counts
+  as noise: an honest but wider interval. Replicates are the better estimate.
+
+Design note: ``backtest`` builds its interval from the noise alone. The prediction is the
+Approach 2 loss law of the smaller budgets' parabola minima, extrapolated to the largest;
+the "achieved" value is the parabola minimum fitted there. Both carry the runs' noise: by
+the delta method ``var(min_b) = std^2 * g' (X'X)^-1 g`` for each budget's parabola, carried
+through the log-log line to the prediction. All terms scale with ``std^2``, so the
+studentised error is t with the noise's ``dof``; what the interval leaves out is the law's
+own misfit, which is what a backtest is for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import stats
+
+from marin.scaling_laws import isoflop_analysis as iso
+from marin.scaling_laws.isoflop_analysis import MIN_POINTS_PER_BUDGET, RunRecord
+
+__all__ = ["BacktestResult", "NoiseEstimate", "backtest", "calibrated_interval", "coverage",
+           "noise_from_replicates", "noise_from_residuals", "why_no_backtest"]
+
+
+def _check_version(data: Mapping[str, Any], cls: Any, what: str) -> None:
+    """The format version, and every field, present: else one line saying which."""
+    version = data.get("format_version")
+    if version != cls.FORMAT:
+        raise ValueError(f"{what}: format_version {version!r} is not {cls.FORMAT}; rewrite "
+                         "it with this version of marin")
+    missing = sorted({f.name for f in fields(cls) if f.default is MISSING} - set(data))
+    if missing:
+        raise ValueError(f"{what}: missing field(s) {', '.join(missing)}; it was not "
+                         f"written by {cls.__name__}.to_json")
+
+
+@dataclass(frozen=True)
+class NoiseEstimate:
+    """Run-to-run standard deviation of the final loss, and what it rests on."""
+
+    FORMAT: ClassVar[int] = 1
+
+    std: float  # loss units
+    source: str  # "replicates" or "residuals"
+    dof: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format_version": self.FORMAT, "std": self.std, "source": self.source,
+                "dof": self.dof}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NoiseEstimate:
+        _check_version(data, cls, "noise estimate")
+        return cls(std=float(data["std"]), source=data["source"], dof=int(data["dof"]))
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """The largest swept budget's optimal loss, predicted from the smaller budgets."""
+
+    FORMAT: ClassVar[int] = 1
+
+    label: str
+    budget: float
+    predicted_loss: float
+    interval: tuple[float, float]
+    achieved_loss: float  # the parabola minimum fitted at `budget`
+    within_interval: bool
+    error_percent: float  # 100 * (predicted - achieved) / achieved
+    level: float = 0.95
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format_version": self.FORMAT, "label": self.label, "budget": self.budget,
+                "predicted_loss": self.predicted_loss, "interval": list(self.interval),
+                "achieved_loss": self.achieved_loss, "within_interval": self.within_interval,
+                "error_percent": self.error_percent, "level": self.level}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BacktestResult:
+        _check_version(data, cls, "backtest result")
+        low, high = data["interval"]
+        return cls(label=data["label"], budget=float(data["budget"]),
+                   predicted_loss=float(data["predicted_loss"]),
+                   interval=(float(low), float(high)),
+                   achieved_loss=float(data["achieved_loss"]),
+                   within_interval=bool(data["within_interval"]),
+                   error_percent=float(data["error_percent"]),
+                   level=float(data.get("level", 0.95)))
+
+
+def noise_from_replicates(groups: Sequence[Sequence[float]]) -> NoiseEstimate:
+    """Pooled standard deviation of runs repeated with different seeds (one group each)."""
+    values = [np.asarray(g, dtype=float) for g in groups]
+    if any(not np.isfinite(v).all() for v in values):
+        raise ValueError("groups: a replicate loss is NaN or infinite; leave failed runs out")
+    dof = sum(len(v) - 1 for v in values if len(v) > 1)
+    if dof < 1:
+        raise ValueError("groups: no group has 2 or more runs; plan replicates (2+ seeds of "
+                         "one candidate) or estimate the noise from residuals")
+    squares = sum(float(np.sum((v - v.mean()) ** 2)) for v in values if len(v) > 1)
+    return NoiseEstimate(std=math.sqrt(squares / dof), source="replicates", dof=dof)
+
+
+def noise_from_residuals(records: Sequence[RunRecord]) -> NoiseEstimate:
+    """Pooled standard deviation of the runs around their budgets' parabolas."""
+    squares, dof = 0.0, 0
+    for _, runs in _budgets(records):
+        x, y = _xy(runs)
+        coef = iso.fit_parabolas(x, y, huber_delta=None)[0]
+        if len(runs) > 3 and np.isfinite(coef).all():
+            squares += float(np.sum((y - np.polyval(coef, x)) ** 2))
+            dof += len(runs) - 3
+    if dof < 1:
+        raise ValueError("records: no budget has more than 3 runs at 3+ sizes, so the "
+                         "parabolas leave no residuals; add runs or use replicates")
+    return NoiseEstimate(std=math.sqrt(squares / dof), source="residuals", dof=dof)
+
+
+def calibrated_interval(point: float, fit_interval: tuple[float, float] | None,
+                        noise: NoiseEstimate, level: float = 0.95) -> tuple[float, float]:
+    """Where one run's achieved loss lands at ``level``: the fit's interval (taken as a
+    normal at the same ``level``; None: no fit uncertainty) widened by the noise."""
+    _check_level(level)
+    if not math.isfinite(point):
+        raise ValueError(f"point={point!r}: the predicted loss must be a finite number")
+    _check_noise(noise)
+    low, high = (point, point) if fit_interval is None else map(float, fit_interval)
+    if not low <= high:
+        raise ValueError(f"fit_interval={fit_interval!r}: give (low, high) with low <= high")
+    quantile = float(stats.t.ppf((1 + level) / 2, noise.dof)) * noise.std
+    below = math.hypot(max(point - low, 0.0), quantile)
+    above = math.hypot(max(high - point, 0.0), quantile)
+    return point - below, point + above
+
+
+def backtest(records: Sequence[RunRecord], label: str, noise: NoiseEstimate,
+             level: float = 0.95) -> BacktestResult | None:
+    """Predict the largest swept budget's optimal loss from the smaller budgets' Approach 2
+    law; None when that cannot be done (``why_no_backtest`` says why)."""
+    _check_level(level)
+    _check_noise(noise)
+    fitted, largest = _fitted_budgets(records)
+    if why_no_backtest(records) is not None:
+        return None
+    *smaller, last = fitted
+    log_c = np.log([b for b, *_ in smaller])
+    minima = np.array([m for _, m, _ in smaller])
+    factors = np.array([v for *_, v in smaller])  # var(min_b) / std^2
+    design = np.column_stack([np.ones_like(log_c), log_c - log_c.mean()])
+    at = np.array([1.0, math.log(largest) - log_c.mean()])
+    h = at @ np.linalg.pinv(design)  # the prediction's weights on ln(min_b)
+    predicted = math.exp(float(h @ np.log(minima)))
+    variance = predicted**2 * float(np.sum(h**2 * factors / minima**2)) + last[2]
+    half = float(stats.t.ppf((1 + level) / 2, noise.dof)) * noise.std * math.sqrt(variance)
+    achieved = last[1]
+    low, high = predicted - half, predicted + half
+    return BacktestResult(label=label, budget=largest, predicted_loss=predicted,
+                          interval=(low, high), achieved_loss=achieved,
+                          within_interval=bool(low <= achieved <= high),
+                          error_percent=100.0 * (predicted - achieved) / achieved, level=level)
+
+
+def why_no_backtest(records: Sequence[RunRecord]) -> str | None:
+    """Why ``backtest`` returns None for these runs; None when it can be made."""
+    fitted, largest = _fitted_budgets(records)
+    if largest is None:
+        return "no runs with finite, positive values"
+    if not fitted or fitted[-1][0] != largest:
+        return (f"the largest budget, {largest:.3g}, has no parabola with a minimum (it "
+                f"needs {MIN_POINTS_PER_BUDGET}+ runs at 3+ sizes around the optimum)")
+    if len(fitted) < 3:
+        return (f"{len(fitted) - 1} smaller budget(s) with a fitted parabola; predicting "
+                f"{largest:.3g} needs 2")
+    return None
+
+
+def coverage(results: Sequence[BacktestResult]) -> dict[str, float]:
+    """The fraction of results within their interval, per label."""
+    hits: dict[str, list[bool]] = {}
+    for r in results:
+        hits.setdefault(r.label, []).append(r.within_interval)
+    return {label: sum(v) / len(v) for label, v in hits.items()}
+
+
+def _fitted_budgets(records: Sequence[RunRecord]
+                    ) -> tuple[list[tuple[float, float, float]], float | None]:
+    """(budget, parabola minimum, var(minimum) / std^2) per budget that has a minimum, in
+    increasing budget; and the largest budget swept."""
+    groups = _budgets(records)
+    fitted = []
+    for budget, runs in groups:
+        x, y = _xy(runs)
+        coef = iso.fit_parabolas(x, y)[0]
+        minimum = float(iso.parabola_minimum(coef[None])[0])
+        if len(runs) >= MIN_POINTS_PER_BUDGET and np.isfinite(minimum):
+            fitted.append((budget, minimum, _minimum_variance(x, coef)))
+    return fitted, (groups[-1][0] if groups else None)
+
+
+def _minimum_variance(x: np.ndarray, coef: np.ndarray) -> float:
+    """``g' (X'X)^-1 g``: the delta-method variance of ``c - b^2/4a`` per unit noise
+    variance, in coordinates centred on the runs (the minimum does not depend on them)."""
+    shift = float(np.mean(x))
+    a, b, _ = coef
+    b_centred = b + 2 * a * shift
+    design = np.vander(x - shift, 3)
+    grad = np.array([b_centred**2 / (4 * a * a), -b_centred / (2 * a), 1.0])
+    return float(grad @ np.linalg.pinv(design.T @ design) @ grad)
+
+
+def _budgets(records: Sequence[RunRecord]) -> list[tuple[float, list[RunRecord]]]:
+    kept, _ = iso.clean_records(records)
+    return list(iso.group_by_budget(kept).items())
+
+
+def _xy(runs: Sequence[RunRecord]) -> tuple[np.ndarray, np.ndarray]:
+    return np.log([r.tokens for r in runs]), np.array([r.loss for r in runs])
+
+
+def _check_noise(noise: NoiseEstimate) -> None:
+    if not (math.isfinite(noise.std) and noise.std >= 0 and noise.dof >= 1):
+        raise ValueError(f"noise={noise!r}: needs a finite std >= 0 and dof >= 1; build it "
+                         "with noise_from_replicates or noise_from_residuals")
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r}: give a coverage between 0 and 1, e.g. 0.95")

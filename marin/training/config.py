@@ -134,7 +134,7 @@ class TrainLmConfig:
     hardware: str = unversioned_field(default="cpu")
     profile_steps: tuple[int, int] | None = unversioned_field(default=None)
     trackers: list[TrackerConfig] = unversioned_field(default_factory=list)  # noqa: RUF009
-    compilation_cache: str | None = unversioned_field(  # noqa: RUF009
+    compilation_cache: str | None = unversioned_field(
         default_factory=default_compilation_cache)
 
     def __post_init__(self) -> None:

@@ -39,33 +39,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marin.execution.step import (
-    ComputeEstimate,
-    ExecutorStep,
-    StepResources,
-    output_path_of,
-    this_output_path,
-    unversioned_field,
-)
+from marin.execution.step import ComputeEstimate, ExecutorStep, StepResources, output_path_of
 from marin.inference.handler import install_from_env
-from marin.models.config import TransformerConfig
 from marin.models.transformer import TransformerLM
-from marin.processing.tokenize.cache import CacheError
-from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
+from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.storage.files import join_url
 from marin.training import metric_names as names
 from marin.training.checkpoint import Checkpoints, step_folder
 from marin.training.compilation import use_compilation_cache
-from marin.training.hooks import (
-    Every,
-    Hook,
-    MetricsLog,
-    Profiler,
-    Validation,
-    open_trackers,
-    progress_bar,
-)
 from marin.training.config import (
     DataComponent,
     TrainingConfigError,
@@ -74,9 +56,12 @@ from marin.training.config import (
     TrainLmConfig,
     ValidationSet,
 )
+from marin.training.data import training_data, validation_sets
+from marin.training.evaluation import Validation
+from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
 from marin.training.optimizer import build_optimizer
 from marin.training.state import CompileClock, TrainerState, make_eval_fn, make_update_fn
-from marin.training.summary import RunSummary, write_summary
+from marin.training.summary import EvalFigures, RunSummary, write_summary
 
 __all__ = ["DataComponent", "RunSummary", "TrainLmConfig", "TrainingConfigError",
            "TrainingDivergedError", "TrainingOutOfMemoryError", "ValidationSet",
@@ -123,14 +108,14 @@ def train_lm(config: TrainLmConfig) -> RunSummary:
     install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
     _check_config(config)
     use_compilation_cache(config.compilation_cache)
-    data = _training_data(config)
+    data = training_data(config)
     run = _Run(config)
     summary: RunSummary | None = None
     try:
         state, start = run.restore_or_init()
         state, last_loss = run.train(state, data, start)
         final = run.finish(state)
-        summary = _summary(config, last_loss, final, run.metrics)
+        summary = _summary(config, last_loss, final, run.metrics, data, run.validation)
     finally:
         run.checkpoints.close()  # the last save is committed before the step counts as done
         run.metrics.trackers.close(summary.to_json() if summary is not None else {})
@@ -151,7 +136,9 @@ class _Run:
         self.sharding = _Sharding(config.batch_size)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
                                   config.log_every, open_trackers(config))
-        self.validation = _validation(config, make_eval_fn(dtype))
+        sets = validation_sets(config)
+        self.validation = Validation(sets, make_eval_fn(dtype), config.batch_size,
+                                     config.eval_batches) if sets else None
         self.profiler = Profiler(join_url(config.output_path, "profile"), config.profile_steps)
         self.flops_per_step = config.model.training_flops_per_token() * config.batch_size \
             * config.model.seq_len
@@ -182,7 +169,7 @@ class _Run:
                     start)
         return TrainerState(jnp.asarray(start, jnp.int32), model, opt_state), start
 
-    def train(self, state: TrainerState, data: TokenCacheDataset, start: int
+    def train(self, state: TrainerState, data: TokenCacheDataset | MixtureDataset, start: int
               ) -> tuple[TrainerState, float]:
         config = self.config
         batches = iter(DataLoader(data, config.batch_size, seed=config.seed, start_step=start))
@@ -293,35 +280,6 @@ def _check_config(config: TrainLmConfig) -> None:
     if not all(isinstance(p, str) for p in paths):
         raise TrainingConfigError("TrainLmConfig paths are still placeholders: run train_lm "
                                   "through the executor, or pass them explicitly")
-    for name in ("mixture", "validation"):
-        if getattr(config, name):
-            raise TrainingConfigError(f"TrainLmConfig.{name} is not supported by this trainer "
-                                      "yet: train on one cache_path and its validation split")
-
-
-def _training_data(config: TrainLmConfig) -> TokenCacheDataset:
-    data = TokenCacheDataset(config.cache_path, config.model.seq_len,
-                             expected_tokenizer=config.tokenizer)
-    if data.vocab_size > config.model.vocab_size:
-        raise TrainingConfigError(
-            f"the token cache at {config.cache_path} has a vocabulary of {data.vocab_size}, "
-            f"larger than the model's TrainLmConfig.model.vocab_size={config.model.vocab_size};"
-            " use the tokenizer's vocabulary size for the model")
-    return data
-
-
-def _validation(config: TrainLmConfig, eval_fn: Any) -> Validation | None:
-    try:
-        data = TokenCacheDataset(config.cache_path, config.model.seq_len, split="validation",
-                                 record_read=False)
-    except CacheError:
-        logger.info("no validation split in %s: no evaluation", config.cache_path)
-        return None
-    from marin.processing.tokenize.cache_stats import read_cache_stats
-
-    stats = read_cache_stats(config.cache_path, split="validation")
-    return Validation(data, stats.tokens_per_byte, eval_fn, config.batch_size,
-                      config.eval_batches)
 
 
 def _peak_flops(hardware: str) -> float:
@@ -331,13 +289,22 @@ def _peak_flops(hardware: str) -> float:
 
 
 def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
-             metrics: MetricsLog) -> RunSummary:
+             metrics: MetricsLog, data: TokenCacheDataset | MixtureDataset,
+             validation: Validation | None) -> RunSummary:
     tokens = config.train_steps * config.batch_size * config.model.seq_len
     recent = metrics.train_losses()[-10:]
     eval_loss, eval_bpb = final.get(names.EVAL_LOSS), final.get(names.EVAL_BPB)
+    named = [s.name for s in validation.sets if s.name is not None] if validation else []
+    evals = {n: EvalFigures(final[names.eval_name(n, "loss")], final[names.eval_name(n, "bpb")])
+             for n in named}
+    by_component = data.tokens_by_component(config.train_steps * config.batch_size,
+                                            config.seed) if config.mixture else {}
     return RunSummary(
         params=config.model.num_params(), tokens=tokens,
         flops=tokens * config.model.training_flops_per_token(), steps=config.train_steps,
         batch_size=config.batch_size, seq_len=config.model.seq_len,
         train_loss=float(np.mean(recent)) if recent else last_loss, final_step_loss=last_loss,
-        eval_loss=eval_loss, eval_bpb=eval_bpb, macro_loss=eval_loss, macro_bpb=eval_bpb)
+        eval_loss=eval_loss, eval_bpb=eval_bpb,
+        macro_loss=final.get(names.EVAL_MACRO_LOSS, eval_loss),
+        macro_bpb=final.get(names.EVAL_MACRO_BPB, eval_bpb), evals=evals,
+        tokens_by_component=by_component)

@@ -34,7 +34,8 @@ class ArtifactError(ValueError):
 def encode(value: Any) -> Any:
     """``value`` as JSON data."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return value.to_json() if _custom(type(value)) else encode_fields(value)
+        # a class's own JSON may hold NaN: it is made strict here too
+        return encode(value.to_json()) if _custom(type(value)) else encode_fields(value)
     if isinstance(value, Mapping):
         return {str(k): encode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -223,92 +223,102 @@ def scaling_candidates(budget: float, heuristic_name: str, hardware: str | None,
 
 def scaling_fit(results: str, target: float | None, out_dir: str | None, bootstrap: int,
                 heuristic_name: str, as_json: bool) -> int:
+    """The study's fitting pipeline on a table of runs: every label of the table (the
+    ``label`` column; ``default`` without one) fitted on its ``loss`` column, and
+    ``fit.json`` in the study's schema (``StudyFits``)."""
     import math
-    from pathlib import Path
 
-    from marin.scaling_laws.isoflop_analysis import ScalingFitError, clean_records, fit_isoflops
-    from marin.scaling_laws.parametric import fit_parametric_loss
-    from marin.scaling_laws.results import ResultsError, read_results
+    from marin.scaling_laws.results import ResultsError, read_result_rows
+    from marin.scaling_laws.study.analysis import fit_labels
+    from marin.scaling_laws.study.artifacts import FIT, StudyResult, write_artifact
 
     if target is not None and not (math.isfinite(target) and target > 0):
         return _err(f"--target must be a positive FLOP budget such as 3e19, got {target}")
     if bootstrap < 0:
         return _err(f"--bootstrap must be 0 (no standard errors) or more, got {bootstrap}")
     try:
-        records = read_results(results)
-        kept, dropped = clean_records(records)
-        analysis = fit_isoflops(kept)
-        parametric = fit_parametric_loss([r.params for r in kept], [r.tokens for r in kept],
-                                         [r.loss for r in kept], bootstrap=bootstrap,
-                                         flops=[r.flops for r in kept])
-    except (ResultsError, ScalingFitError, ValueError) as e:
+        rows = read_result_rows(results)
+        labels = list(dict.fromkeys(r.label for r in rows))
+        fits = fit_labels(rows, labels, metric="loss", targets=[target] if target else [],
+                          bootstrap=bootstrap, compare_at=[target] if target else [])
+    except (ResultsError, ValueError) as e:
         return _err(str(e))
-    # The rows dropped here (NaN, infinite, non-positive) and any the fit itself set aside.
-    analysis.dropped = [*dropped, *(d for d in analysis.dropped if d not in dropped)]
-    report: dict = {"runs": len(records), **analysis.to_json(),
-                    "parametric": {**parametric.as_dict(),
-                                   "standard_errors": parametric.standard_errors}}
-    if target:
-        heuristic = _heuristic(heuristic_name, None, None, None)
-        prediction = parametric.predict_optimal(target, heuristic=heuristic)
-        report["target"] = {
-            "budget": target, "approach2_params": float(analysis.params_fit.predict(target)),
-            "approach2_tokens": float(analysis.tokens_fit.predict(target)),
-            "approach3_params": prediction.params, "approach3_tokens": prediction.tokens,
-            "approach3_params_interval": prediction.params_interval,
-            "approach3_tokens_interval": prediction.tokens_interval,
-            "nearest_candidate": prediction.nearest_candidate.to_json()
-            if prediction.nearest_candidate else None}
+    nearest = _nearest(heuristic_name, fits, target) if target else {}
+    report: dict = {"fit": fits.to_json(), "nearest_candidates": {
+        label: json.loads(json.dumps(c.to_json(), default=str)) if c else None
+        for label, c in nearest.items()}}
     if out_dir:
-        from marin.scaling_laws.plots import write_isoflop_plots, write_scaling_plots
+        import os
 
-        folder = Path(out_dir)
-        files = write_isoflop_plots(analysis, kept, folder / "isoflops")
-        files += write_scaling_plots(analysis, folder / "scaling", target)
-        (folder / "fit.json").write_text(json.dumps(report, indent=1, default=str))
-        report["files"] = [str(f) for f in [*files, folder / "fit.json"]]
+        from marin.scaling_laws.study.report_plots import draw_plots
+
+        os.makedirs(out_dir, exist_ok=True)
+        study = StudyResult(title="", metric=fits.metric, labels=fits.labels, fits=fits.fits,
+                            comparisons=fits.comparisons, runs=tuple(rows))
+        stems = draw_plots(study, out_dir, target=target)
+        files = [os.path.join(out_dir, f"{stem}.{kind}") for stem in stems
+                 for kind in ("png", "html")]
+        report["files"] = [*files, write_artifact(out_dir, FIT, fits)]
     if as_json:
-        print(json.dumps(report, indent=1, default=str))
+        print(json.dumps(report, indent=1, allow_nan=False))
         return 0
-    _print_fit(report, analysis, parametric)
+    _print_fit(fits, nearest, report.get("files", []))
     return 0
 
 
-def _print_fit(report: dict, analysis, parametric) -> None:
+def _nearest(heuristic_name: str, fits, target: float) -> dict:
+    """Per label, the heuristic's candidate nearest the optimal size at ``target``."""
+    from marin.scaling_laws.candidates import nearest_candidate
+
+    heuristic = _heuristic(heuristic_name, None, None, None)
+    candidates = list(heuristic.candidates_for_budget(target))
+    out = {}
+    for label, fit in fits.fits.items():
+        best = fit.predictions[0].best if fit.predictions else None
+        out[label] = nearest_candidate(candidates, best[1].params) if best else None
+    return out
+
+
+def _print_fit(fits, nearest: dict, files: list[str]) -> None:
+    from marin.scaling_laws.study.summary import fmt, fmt_interval, label_lines
+
     console = _out()
-    console.print(f"[bold]{report['runs']} runs[/], {len(report['dropped'])} dropped "
-                  "(NaN, infinite or non-positive)")
-    table = Table(title="IsoFLOP minima (Approach 2)", title_justify="left")
-    for column in ("budget", "runs", "optimal tokens", "95% interval", "optimal params",
-                   "loss"):
-        table.add_column(column, justify="right")
-    for b in analysis.budgets:
-        low, high = b.optimal_tokens_interval
-        table.add_row(f"{b.budget:.3g}", str(b.points), f"{b.optimal_tokens:.3g}",
-                      f"{low:.3g} - {high:.3g}", f"{b.optimal_params:.3g}",
-                      f"{b.optimal_loss:.4f}")
-    console.print(table)
-    p, t = analysis.params_fit, analysis.tokens_fit
-    console.print(f"N_opt = {p.coefficient:.3g} C^{p.exponent:.3f} (+/- {p.exponent_se:.3f}); "
-                  f"D_opt = {t.coefficient:.3g} C^{t.exponent:.3f} (+/- {t.exponent_se:.3f})")
-    se = parametric.standard_errors
-    console.print("L(N, D) = E + A/N^alpha + B/D^beta: " + ", ".join(
-        f"{k}={v:.4g}" + (f" (+/- {se[k]:.2g})" if k in se else "")
-        for k, v in parametric.as_dict().items()))
-    target = report.get("target")
-    if target:
-        low, high = target["approach3_params_interval"]
-        console.print(f"[bold]at {target['budget']:.3g} FLOPs[/]: N_opt "
-                      f"{target['approach3_params']:.3g} (95% {low:.3g} - {high:.3g}), D_opt "
-                      f"{target['approach3_tokens']:.3g}; Approach 2: "
-                      f"N {target['approach2_params']:.3g}, D {target['approach2_tokens']:.3g}")
-        nearest = target.get("nearest_candidate")
-        if nearest:
-            m = nearest["model_config"]
-            console.print(f"  nearest candidate: hidden {m['hidden_dim']}, {m['num_layers']} "
-                          f"layers, {nearest['params']:.3g} params, batch "
-                          f"{nearest['batch_size']}, {nearest['train_steps']} steps")
-    for f in report.get("files", []):
+    for label, fit in fits.fits.items():
+        if len(fits.labels) > 1:
+            console.print(f"[bold]label {label}[/]")
+        console.print(f"[bold]{fit.runs} runs[/], {len(fit.excluded)} dropped "
+                      "(failed, NaN, infinite or non-positive)")
+        table = Table(title="IsoFLOP minima (Approach 2)", title_justify="left")
+        for column in ("budget", "runs", "optimal tokens", "95% interval", "optimal params",
+                       "loss"):
+            table.add_column(column, justify="right")
+        for b in fit.budgets:
+            table.add_row(f"{b.budget:.3g}", str(b.points), f"{b.optimal_tokens:.3g}",
+                          fmt_interval(b.optimal_tokens_interval), f"{b.optimal_params:.3g}",
+                          f"{b.optimal_loss:.4f}")
+        for b in fit.budgets_not_fitted:
+            table.add_row(f"{b.budget:.3g}", str(b.runs), f"not fitted: {b.reason}", "", "", "")
+        console.print(table)
+        for line in label_lines(fit, None)[1:]:
+            console.print(line, highlight=False)
+        for p in fit.predictions:
+            for approach, optimum in (("Approach 2", p.approach2), ("Approach 3", p.approach3)):
+                if optimum is not None:
+                    console.print(f"[bold]at {p.budget:.3g} FLOPs[/] ({approach}): N_opt "
+                                  f"{fmt(optimum.params)} (95% "
+                                  f"{fmt_interval(optimum.params_interval)}), D_opt "
+                                  f"{fmt(optimum.tokens)}, loss {fmt(optimum.loss, 4)}",
+                                  highlight=False)
+        c = nearest.get(label)
+        if c is not None:
+            console.print(f"  nearest candidate: hidden {c.model_config.hidden_dim}, "
+                          f"{c.model_config.num_layers} layers, {c.params:.3g} params, batch "
+                          f"{c.batch_size}, {c.train_steps} steps")
+    from marin.scaling_laws.study.summary import comparison_line
+
+    for c in fits.comparisons:
+        console.print(comparison_line(c), highlight=False)
+    for f in files:
         console.print(f"  wrote {f}")
 
 

@@ -22,6 +22,7 @@ from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
 from marin.scaling_laws.study import (
     CandidateRunConfig,
+    RunOutcome,
     StudyCorpus,
     StudyFitConfig,
     StudyReportConfig,
@@ -29,6 +30,7 @@ from marin.scaling_laws.study import (
     budget_tag,
     fit_study,
     isoflop_study,
+    load_study,
     next_tiers,
     print_study_summary,
     run_candidate,
@@ -36,6 +38,8 @@ from marin.scaling_laws.study import (
     study_outputs,
     write_study_report,
 )
+from marin.training.config import TrainLmConfig
+from marin.training.summary import RunSummary
 from tests.conftest import ROOT
 from tests.helpers.corpus import plays
 
@@ -62,9 +66,9 @@ def _corpus(root: Path, count: int = 5) -> StudyCorpus:
     return StudyCorpus(train=(str(root / "train"),), validation=(str(root / "validation"),))
 
 
-def _study(corpus: StudyCorpus, heuristic=TINY) -> list:
+def _study(corpus: StudyCorpus, heuristic=TINY, replicates: int = 1) -> list:
     return isoflop_study("study", corpus, BUDGETS, heuristic, tokenizer_vocab_size=VOCAB,
-                         predict_budget=HELD_OUT, bootstrap=10,
+                         predict_budget=HELD_OUT, bootstrap=10, replicates=replicates,
                          train_options={"compute_dtype": "float32", "eval_batches": 2})
 
 
@@ -76,71 +80,84 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     result = Executor(prefix, max_concurrent=2).run(steps)
     assert result.ok, result.summary()
     out = study_outputs(result.plan.graph)
+    study = load_study(result)
+    assert study.labels == ("default",) and study.metric == "macro_bpb"
+    assert load_study(steps, prefix).to_json() == study.to_json() == \
+        load_study(str(tmp_path / "store" / "study")).to_json()
 
     # the summary comes from this result; a dry run's plan prints none (not the older run's)
     summary = io.StringIO()
     print_study_summary(result, file=summary)
-    assert f"report: {out['report']}/report.md" in summary.getvalue()
+    assert f"report: {out.report}/report.md" in summary.getvalue()
     after_dry_run = io.StringIO()
     print_study_summary(Executor(prefix).plan(steps), file=after_dry_run)
     assert after_dry_run.getvalue() == ""
 
-    # runs.csv holds every run, with the figures of its own summary.json
+    # runs.csv holds every run, with the figures of its own summary.json (bits per byte);
+    # the middle candidate of each budget has a seed replicate
     train = [s for s in steps if s.fn is run_candidate]
-    assert len(train) == sum(len(list(TINY.candidates_for_budget(b))) for b in BUDGETS) == 6
-    with open(Path(out["fit"]) / "runs.csv") as f:
+    assert len(train) == sum(len(list(TINY.candidates_for_budget(b))) + 1 for b in BUDGETS) == 8
+    replicas = [s.config for s in train if s.config.replicate_of is not None]
+    assert [(c.budget, c.train.model.hidden_dim, c.train.seed) for c in replicas] == \
+        [(b, 16, 1) for b in BUDGETS]
+    with open(Path(out.fit) / "runs.csv") as f:
         rows = {r["run"]: r for r in csv.DictReader(f)}
-    assert set(rows) == {s.config.run_name for s in train}
+    assert set(rows) == {s.config.run_name for s in train} == {r.run for r in study.runs}
     graph_paths = {n.step.config.run_name: n.output_path for n in
                    Executor(prefix).plan(steps).graph.nodes if n.step.fn is run_candidate}
     for name, path in graph_paths.items():
-        summary = json.loads((Path(path) / "summary.json").read_text())
+        stored = json.loads((Path(path) / "summary.json").read_text())
         row = rows[name]
         assert row["status"] == "ok"
-        assert int(row["params"]) == summary["params"]
-        assert int(row["tokens"]) == summary["tokens"]
-        assert float(row["loss"]) == pytest.approx(summary["eval_loss"], rel=1e-12)
-        assert float(row["first_eval_loss"]) > float(row["loss"])  # eval loss fell
+        assert float(row["params"]) == stored["params"]
+        assert float(row["tokens"]) == stored["tokens"]
+        assert float(row["loss"]) == pytest.approx(stored["eval/bpb"], rel=1e-12)
+        assert float(row["first_eval_loss"]) > float(row["loss"])  # the metric fell
 
-    # per budget: the parabola through the runs (three or more points) and its minimum
-    fit = json.loads((Path(out["fit"]) / "fit.json").read_text())
-    assert fit["used"] == len(rows) and fit["excluded"] == []
-    by_budget = {b: [r for r in rows.values() if float(r["budget"]) == b] for b in BUDGETS}
-    fitted = {b["budget"]: b for b in fit["budgets"]}
-    not_fitted = {b["budget"]: b for b in fit["budgets_not_fitted"]}
-    assert set(fitted) | set(not_fitted) == set(BUDGETS)
-    for budget, runs in by_budget.items():
+    # every budget: the parabola through its runs (three points: the exact parabola)
+    fit = study.fits["default"]
+    assert fit.used == len(rows) - len(replicas) and fit.excluded == ()
+    assert fit.budgets_not_fitted == ()
+    assert [b.budget for b in fit.budgets] == list(BUDGETS)
+    for b in fit.budgets:
+        runs = [r for r in rows.values() if float(r["budget"]) == b.budget
+                and not r["replicate_of"]]
         x = np.log([float(r["tokens"]) for r in runs])
         y = np.array([float(r["loss"]) for r in runs])
-        a, b, _ = np.polyfit(x, y, 2)
-        if budget in fitted:
-            assert fitted[budget]["points"] == len(runs)
-            if len(runs) == 3:  # three points: the robust fit is the exact parabola
-                assert math.log(fitted[budget]["optimal_tokens"]) == pytest.approx(
-                    -b / (2 * a), rel=1e-6)
-        else:
-            assert a <= 0 or len(runs) < 3
-            assert not_fitted[budget]["reason"]
+        a, linear, _ = np.polyfit(x, y, 2)
+        assert b.points == len(runs) == 3
+        assert math.log(b.optimal_tokens) == pytest.approx(-linear / (2 * a), rel=1e-6)
+    assert fit.approach2 is not None and fit.approach3 is not None
+    # the noise: the spread of each replicate pair (n - 1 = 1 degree of freedom per pair)
+    pairs = [(float(rows[c.replicate_of]["loss"]), float(rows[r.config.run_name]["loss"]))
+             for r, c in ((s, s.config) for s in train if s.config.replicate_of)]
+    assert fit.noise.source == "replicates" and fit.noise.dof == len(pairs)
+    assert fit.noise.std == pytest.approx(
+        math.sqrt(sum((a - b) ** 2 / 2 for a, b in pairs) / len(pairs)), rel=1e-9)
 
     # the checked prediction trained the heuristic's candidate nearest the predicted size
-    prediction = json.loads((Path(out["prediction"]) / "prediction.json").read_text())
-    report = (Path(out["report"]) / "report.md").read_text()
-    if prediction.get("candidate"):
-        n_opt = prediction["predicted"][prediction["size_from"]]["params"]
-        nearest = nearest_candidate(list(TINY.candidates_for_budget(HELD_OUT)), n_opt)
-        assert prediction["candidate"]["params"] == nearest.params
-        summary = json.loads((Path(out["prediction"]) / "run" / "summary.json").read_text())
-        assert prediction["achieved_loss"] == pytest.approx(summary["eval_loss"])
-        assert prediction["error_percent"] == pytest.approx(
-            100 * (prediction["predicted_loss"] - summary["eval_loss"]) / summary["eval_loss"])
-        assert f"error {prediction['error_percent']:+.2f}%" in report
-    else:
-        assert prediction["status"] == "not_predicted" and "no prediction" in report
+    prediction = study.predictions["default"]
+    report = (Path(out.report) / "report.md").read_text()
+    assert prediction.status == "ok" and prediction.candidate is not None
+    source, optimum = prediction.optimum.best
+    assert source == prediction.size_from == "approach2"
+    assert optimum.params == pytest.approx(fit.approach2.params.predict(HELD_OUT))
+    nearest = nearest_candidate(list(TINY.candidates_for_budget(HELD_OUT)), optimum.params)
+    assert prediction.candidate.params == nearest.params
+    stored = json.loads((Path(out.predictions["default"]) / "run" / "summary.json").read_text())
+    assert prediction.achieved_loss == pytest.approx(stored["eval/bpb"])
+    assert prediction.error_percent == pytest.approx(
+        100 * (prediction.predicted_loss - stored["eval/bpb"]) / stored["eval/bpb"])
+    low, high = prediction.predicted_loss_interval
+    fit_low, fit_high = prediction.fit_interval
+    assert low < fit_low and fit_high < high  # the run-to-run noise widens the fit's spread
+    assert prediction.within_interval == (low <= prediction.achieved_loss <= high)
+    assert f"error {prediction.error_percent:+.2f}%" in report
+    assert "estimated from seed replicates of the same candidates" in report
     for name in rows:
         assert name in report
-    for stem in ("isoflops", "scaling"):
-        if (Path(out["report"]) / f"{stem}.png").exists():
-            assert f"({stem}.png)" in report and (Path(out["report"]) / f"{stem}.html").exists()
+    for stem in ("isoflops", "scaling", "prediction"):
+        assert f"({stem}.png)" in report and (Path(out.report) / f"{stem}.html").exists()
 
     # a rerun skips everything; one more candidate re-runs the fit and what follows it only
     again = Executor(prefix, max_concurrent=2).run(steps)
@@ -150,25 +167,27 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     plan = {e.name: e for e in Executor(prefix).plan(wider).entries}
     assert plan["study/fit"].action == "run" and "config changed" in plan["study/fit"].reason
     new_runs = [e for e in plan.values() if e.action == "run" and e.node.step.fn is run_candidate]
-    added = [(b, c.model_config.hidden_dim) for b in BUDGETS
-             for c in wider_heuristic.candidates_for_budget(b) if c.model_config.hidden_dim > 24]
-    assert added and [(e.node.step.config.budget, e.node.step.config.model.hidden_dim)
-                      for e in new_runs] == added
+    added = {s.config.run_name for s in wider if s.fn is run_candidate} - set(rows)
+    assert any("-h32-" in name for name in added)
+    assert {e.node.step.config.run_name for e in new_runs} == added
     assert {e.name for e in plan.values() if e.action == "run"} == \
         {e.name for e in new_runs} | {"study/fit", "study/prediction", "study/report"}
 
 
 def _synthetic_run(folder: Path, name: str, budget: float, params: float, loss: float,
                    status: str = "ok", reason: str | None = None) -> StudyRun:
+    """A run's outcome.json as a candidate step writes it, with figures drawn from a law."""
     folder.mkdir(parents=True)
     tokens = budget / (6 * params)
-    summary = None if status != "ok" else {"params": params, "tokens": tokens,
-                                           "flops": budget, "eval_loss": loss,
-                                           "train_loss": loss + 0.01}
-    (folder / "outcome.json").write_text(json.dumps({
-        "run_name": name, "group": f"g-{budget_tag(budget)}", "budget": budget,
-        "status": status, "reason": reason, "summary": summary, "hidden_dim": 64,
-        "num_layers": 2, "eval_losses": [loss + 1, loss] if summary else []}))
+    summary = None if status != "ok" else RunSummary(
+        params=int(params), tokens=int(tokens), flops=budget, steps=10, batch_size=4,
+        seq_len=16, train_loss=loss + 0.01, final_step_loss=loss + 0.01, eval_loss=loss,
+        eval_bpb=loss / 2, macro_loss=loss, macro_bpb=loss / 2)
+    outcome = RunOutcome(run_name=name, group=f"g-{budget_tag(budget)}", label="default",
+                         budget=budget, status=status, reason=reason, hidden_dim=64,
+                         num_layers=2, summary=summary,
+                         curves={"loss": (loss + 1, loss)} if summary else {})
+    (folder / "outcome.json").write_text(json.dumps(outcome.to_json()))
     return StudyRun(name, f"g-{budget_tag(budget)}", budget, str(folder))
 
 
@@ -191,22 +210,23 @@ def test_failed_runs_are_excluded_and_named_and_thin_budgets_are_reported(tmp_pa
     for i, n in enumerate((1e7, 1e8)):
         runs.append(_synthetic_run(tmp_path / f"thin-{i}", f"run-thin-{i}", 1e20, n,
                                    law(n, 1e20 / (6 * n))))
-    fit = fit_study(StudyFitConfig(runs=tuple(runs), targets=next_tiers(1e19, 2),
-                                   bootstrap=10, output_path=str(tmp_path / "fit")))
+    fits = fit_study(StudyFitConfig(runs=tuple(runs), targets=next_tiers(1e19, 2),
+                                    metric="loss", bootstrap=10,
+                                    output_path=str(tmp_path / "fit")))
+    fit = fits.fits["default"]
 
-    assert fit["used"] == len(runs) - 1
-    assert fit["excluded"] == [{"run": "run-diverged", "budget": 1e18, "status": "diverged",
-                                "reason": "the loss became nan at step 12"}]
-    assert [b["budget"] for b in fit["budgets_not_fitted"]] == [1e20]
-    assert "2 usable run(s)" in fit["budgets_not_fitted"][0]["reason"]
+    assert fit.used == len(runs) - 1
+    assert [(e.run, e.budget, e.status, e.reason) for e in fit.excluded] == [
+        ("run-diverged", 1e18, "diverged", "the loss became nan at step 12")]
+    assert [b.budget for b in fit.budgets_not_fitted] == [1e20]
+    assert "2 usable run(s)" in fit.budgets_not_fitted[0].reason
     g = (alpha * A / (beta * B)) ** (1 / (alpha + beta))
-    for b in fit["budgets"]:
-        n_true = g * (b["budget"] / 6) ** (beta / (alpha + beta))
-        assert b["optimal_params"] == pytest.approx(n_true, rel=0.15)
-    assert fit["approach2"]["params"]["exponent"] == pytest.approx(beta / (alpha + beta),
-                                                                   abs=0.03)
-    assert fit["approach3"]["alpha"] == pytest.approx(alpha, rel=0.05)
-    assert [p["budget"] for p in fit["predictions"]] == [3e19, 1e20]
+    for b in fit.budgets:
+        n_true = g * (b.budget / 6) ** (beta / (alpha + beta))
+        assert b.optimal_params == pytest.approx(n_true, rel=0.15)
+    assert fit.approach2.params.exponent == pytest.approx(beta / (alpha + beta), abs=0.03)
+    assert fit.approach3.alpha == pytest.approx(alpha, rel=0.05)
+    assert [p.budget for p in fit.predictions] == [3e19, 1e20]
 
     report = write_study_report(StudyReportConfig(
         title="synthetic", fit_path=str(tmp_path / "fit"), output_path=str(tmp_path / "rep")))
@@ -228,17 +248,18 @@ def test_a_candidate_that_cannot_train_finishes_its_step_with_the_reason(tmp_pat
     tokenize(TokenizeConfig(train_paths=corpus.train, validation_paths=corpus.validation,
                             tokenizer="gpt2", cache_path=str(tmp_path / "cache"),
                             num_processes=1))
-    config = CandidateRunConfig(
+    train = TrainLmConfig(
         cache_path=str(tmp_path / "cache"),
         model=TransformerConfig(hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2,
                                 num_kv_heads=2, vocab_size=VOCAB, seq_len=32),
         batch_size=8, train_steps=5, optimizer=OptimizerHyperparameters(
             learning_rate=0.01, adam_learning_rate=0.01, epsilon=1e-8, beta1=0.9, beta2=0.95),
-        hardware="cpu", run_name="too-small-vocab", group="g", budget=1e9,
-        output_path=str(tmp_path / "run"))
+        hardware="cpu", output_path=str(tmp_path / "run"))
+    config = CandidateRunConfig(train=train, run_name="too-small-vocab", group="g",
+                                label="default", budget=1e9)
     outcome = run_candidate(config)
-    assert outcome["status"] == "invalid_config"
-    assert "vocab_size=300" in outcome["reason"]
+    assert outcome.status == "invalid_config"
+    assert "vocab_size=300" in outcome.reason
     stored = json.loads((tmp_path / "run" / "outcome.json").read_text())
     assert stored["status"] == "invalid_config" and stored["run_name"] == "too-small-vocab"
 
@@ -265,11 +286,11 @@ def test_the_3e19_study_is_planned_offline_with_the_heuristics_candidates(tmp_pa
         if step.fn is run_candidate:
             planned.setdefault(step.config.budget, []).append(step)
     for budget, candidates in expected.items():
-        got = [(s.config.model, s.config.batch_size, s.config.train_steps,
-                s.config.optimizer) for s in planned[budget]]
+        got = [(s.config.train.model, s.config.train.batch_size, s.config.train.train_steps,
+                s.config.train.optimizer) for s in planned[budget]]
         assert got == [(c.model_config, c.batch_size, c.train_steps, c.optimizer)
                        for c in candidates]
-        assert all(s.config.model.vocab_size == 50257 for s in planned[budget])
+        assert all(s.config.train.model.vocab_size == 50257 for s in planned[budget])
     every = [c for cs in expected.values() for c in cs]
     totals = plan.totals()
     assert totals["estimated_flops"] == pytest.approx(sum(c.flops for c in every)

@@ -25,6 +25,7 @@ from marin.scaling_laws.isoflop_analysis import (
 from marin.scaling_laws.parametric import _objective, fit_parametric_loss
 from marin.scaling_laws.plots import write_isoflop_plots, write_scaling_plots
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
+from marin.scaling_laws.study.artifacts import StudyFits
 from tests.conftest import ROOT
 
 DATA = Path(__file__).parent / "data" / "chinchilla_svg_extracted_data.csv"
@@ -220,10 +221,15 @@ def test_scaling_fit_command_end_to_end(tmp_path: Path):
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     n_true, _ = true_optimum(3e19)
-    assert report["target"]["approach3_params"] == pytest.approx(n_true, rel=0.15)
-    assert report["target"]["nearest_candidate"]["budget"] == 3e19
+    fits = StudyFits.from_json(report["fit"])
+    [target] = fits.fits["default"].predictions
+    assert target.budget == 3e19
+    assert target.approach3.params == pytest.approx(n_true, rel=0.15)
+    assert target.approach2.params == pytest.approx(n_true, rel=0.15)
+    assert report["nearest_candidates"]["default"]["budget"] == 3e19
     assert {Path(f).name for f in report["files"]} == {
         "isoflops.png", "isoflops.html", "scaling.png", "scaling.html", "fit.json"}
+    assert StudyFits.from_json(json.loads((tmp_path / "plots" / "fit.json").read_text())) == fits
 
 
 def test_scaling_candidates_command(tmp_path: Path):
@@ -256,8 +262,11 @@ def test_fit_reports_every_dropped_row_in_text_json_and_fit_json(tmp_path: Path)
     table.write_text("\n".join(json.dumps(r) for r in rows))
     out = _fit(str(table), "--bootstrap", "0", "--json", "--out", str(tmp_path / "o"))
     assert out.returncode == 0, out.stderr
-    assert len(json.loads(out.stdout)["dropped"]) == 2
-    assert len(json.loads((tmp_path / "o" / "fit.json").read_text())["dropped"]) == 2
+    printed = StudyFits.from_json(json.loads(out.stdout)["fit"]).fits["default"]
+    assert [e.run for e in printed.excluded] == ["row 1", "row 6"]
+    assert all("NaN, infinite or not positive" in e.reason for e in printed.excluded)
+    written = StudyFits.from_json(json.loads((tmp_path / "o" / "fit.json").read_text()))
+    assert written.fits["default"] == printed
     text = _fit(str(table), "--bootstrap", "0")
     assert f"{len(runs)} runs, 2 dropped" in text.stdout
 

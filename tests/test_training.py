@@ -49,11 +49,11 @@ def test_validation_loss_clearly_falls_on_real_text(cache: Path, tmp_path: Path,
     assert len(evals) == 3  # steps 40, 80 and the end
     uniform = float(jax.numpy.log(VOCAB))
     assert evals[-1] < uniform - 1.0 and evals[-1] < evals[0]
-    assert summary["eval_loss"] == evals[-1]
-    assert summary["tokens"] == 120 * 8 * 64
-    assert summary["flops"] == pytest.approx(summary["tokens"]
-                                             * config.model.training_flops_per_token())
-    assert 0 < summary["eval_bpb"] < 8
+    assert summary.eval_loss == evals[-1]
+    assert summary.tokens == 120 * 8 * 64
+    assert summary.flops == pytest.approx(summary.tokens
+                                          * config.model.training_flops_per_token())
+    assert 0 < summary.eval_bpb < 8
     assert records[0] == {"step": 0, "parameter_count": config.model.num_params()}
     steps = [r for r in records if "train/loss" in r]
     assert [r["step"] for r in steps] == list(range(1, 121))
@@ -238,7 +238,7 @@ def spy(self, state):
 module._Sharding.place_state = spy
 summary = train_lm(tiny_config(Path({cache!r}), Path({out!r}), train_steps=8, eval_every=0))
 sharding = placed[0]
-print(json.dumps({{"devices": jax.device_count(), "loss": summary["final_step_loss"],
+print(json.dumps({{"devices": jax.device_count(), "loss": summary.final_step_loss,
                    "shards": len(sharding.device_set),
                    "shard_shape": list(sharding.shard_shape((512, 64)))}}))
 """

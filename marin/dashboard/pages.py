@@ -311,11 +311,28 @@ def study_page(reader: PrefixReader, key: str) -> dict[str, Any]:
         text, _ = read_text_tail(reader, key, "report.md", limit=2_000_000)
         report = render_markdown(text, key)
     fit = read_json_file(reader, key, "fit.json")
+    study, study_error = _study_result(reader, key, files)
     [state] = reader.step_states([key], with_info=False)
     return {"title": key, "key": key, "state": state, "report": report,
             "plots": [f for f in files if f.endswith(".html")],
-            "fit_json": _pretty(fit) if fit else None,
-            "files": files}
+            "fit_json": _pretty(fit) if fit else None, "study": study,
+            "study_error": study_error, "files": files}
+
+
+def _study_result(reader: PrefixReader, key: str, files: list[str]) -> tuple[Any, str | None]:
+    """The report's ``StudyResult`` (labels, predictions, comparisons), read through the
+    study's artifacts; (None, why) when the file is unreadable."""
+    from marin.scaling_laws.study.artifacts import RESULT, ArtifactError, StudyResult
+
+    if RESULT not in files:
+        return None, None
+    data = read_json_file(reader, key, RESULT)
+    if data is None:
+        return None, f"{RESULT} is not readable JSON"
+    try:
+        return StudyResult.from_json(data, where=f"{key}/{RESULT}"), None
+    except ArtifactError as e:
+        return None, str(e)
 
 
 def render_markdown(text: str, key: str) -> str:

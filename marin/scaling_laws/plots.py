@@ -2,11 +2,12 @@
 
     write_isoflop_plots(analysis, records, "out/isoflops")      # .png and .html
     write_scaling_plots(analysis, "out/scaling", target=3e19)   # .png and .html
+    write_isoflop_overlay({"plays": (a1, r1), "docs": (a2, r2)}, "out/isoflops")  # labels
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -38,74 +39,109 @@ def _colors(n: int) -> list[str]:
     return [matplotlib.colors.to_hex(cmap(i / max(1, n - 1))) for i in range(n)]
 
 
+_DASHES = ("-", "--", ":", "-.")
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross")
+_PLOTLY_DASHES = ("solid", "dash", "dot", "dashdot")
+
+
+def _named(label: str | None, text: str) -> str:
+    return text if label is None else f"{label} {text}"
+
+
 def write_isoflop_plots(analysis: IsoFlopAnalysis, records: Sequence[RunRecord],
                         stem: str | Path) -> list[Path]:
     """Loss against tokens per budget, the fitted parabolas and their minima."""
+    return write_isoflop_overlay({None: (analysis, records)}, stem)
+
+
+def write_isoflop_overlay(by_label: Mapping[str | None, tuple[IsoFlopAnalysis,
+                                                              Sequence[RunRecord]]],
+                          stem: str | Path, metric: str = "loss") -> list[Path]:
+    """The IsoFLOP curves of several labels on one plot: colour by budget, a line style
+    and marker per label (a label of None: no label in the legend)."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    groups = group_by_budget(records)
-    colors = _colors(len(analysis.budgets))
+    budgets = sorted({f.budget for analysis, _ in by_label.values() for f in analysis.budgets})
+    color_of = dict(zip(budgets, _colors(len(budgets)), strict=True))
     fig, ax = plt.subplots(figsize=(8, 5.5))
     html = go.Figure()
-    for fit, color in zip(analysis.budgets, colors, strict=True):
-        runs = groups.get(fit.budget, [])
-        tokens = np.array([r.tokens for r in runs])
-        losses = np.array([r.loss for r in runs])
-        grid = np.geomspace(tokens.min() / 1.3, tokens.max() * 1.3, 200)
-        label = f"{budget_label(fit.budget)} FLOPs"
-        ax.scatter(tokens, losses, color=color, s=22, zorder=3)
-        ax.plot(grid, fit.loss_at(grid), color=color, label=label)
-        ax.scatter([fit.optimal_tokens], [fit.optimal_loss], marker="*", s=160,
-                   color=color, edgecolor="black", zorder=4)
-        html.add_trace(go.Scatter(x=tokens, y=losses, mode="markers", name=f"{label} runs",
-                                  marker={"color": color},
-                                  text=[f"N={r.params:.3g}" for r in runs]))
-        html.add_trace(go.Scatter(x=grid, y=fit.loss_at(grid), mode="lines", name=label,
-                                  line={"color": color}))
-        html.add_trace(go.Scatter(x=[fit.optimal_tokens], y=[fit.optimal_loss],
-                                  mode="markers", name=f"{label} optimum",
-                                  marker={"symbol": "star", "size": 14, "color": color}))
+    for i, (label, (analysis, records)) in enumerate(by_label.items()):
+        groups = group_by_budget(records)
+        dash, symbol = _DASHES[i % len(_DASHES)], _SYMBOLS[i % len(_SYMBOLS)]
+        for fit in analysis.budgets:
+            color = color_of[fit.budget]
+            runs = groups.get(fit.budget, [])
+            tokens = np.array([r.tokens for r in runs])
+            losses = np.array([r.loss for r in runs])
+            grid = np.geomspace(tokens.min() / 1.3, tokens.max() * 1.3, 200)
+            name = _named(label, f"{budget_label(fit.budget)} FLOPs")
+            ax.scatter(tokens, losses, color=color, s=22, zorder=3, marker="osD^x"[i % 5])
+            ax.plot(grid, fit.loss_at(grid), color=color, linestyle=dash, label=name)
+            ax.scatter([fit.optimal_tokens], [fit.optimal_loss], marker="*", s=160,
+                       color=color, edgecolor="black", zorder=4)
+            html.add_trace(go.Scatter(x=tokens, y=losses, mode="markers", name=f"{name} runs",
+                                      marker={"color": color, "symbol": symbol},
+                                      text=[f"N={r.params:.3g}" for r in runs]))
+            html.add_trace(go.Scatter(x=grid, y=fit.loss_at(grid), mode="lines", name=name,
+                                      line={"color": color,
+                                            "dash": _PLOTLY_DASHES[i % len(_PLOTLY_DASHES)]}))
+            html.add_trace(go.Scatter(x=[fit.optimal_tokens], y=[fit.optimal_loss],
+                                      mode="markers", name=f"{name} optimum",
+                                      marker={"symbol": "star", "size": 14, "color": color}))
     ax.set_xscale("log")
     ax.set_xlabel("training tokens")
-    ax.set_ylabel("loss")
+    ax.set_ylabel(metric)
     ax.set_title("IsoFLOP curves (robust parabola in log tokens; stars are minima)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     html.update_layout(title="IsoFLOP curves", xaxis={"type": "log", "title": "tokens"},
-                       yaxis={"title": "loss"})
+                       yaxis={"title": metric})
     return _save(fig, html, stem)
 
 
 def write_scaling_plots(analysis: IsoFlopAnalysis, stem: str | Path,
                         target: float | None = None) -> list[Path]:
     """Optimal N and D against C, log-log, with fitted lines extrapolated to ``target``."""
+    return write_scaling_overlay({None: analysis}, stem, target)
+
+
+def write_scaling_overlay(by_label: Mapping[str | None, IsoFlopAnalysis], stem: str | Path,
+                          target: float | None = None) -> list[Path]:
+    """Optimal N and D against C for several labels on the same axes."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    budgets = np.array([f.budget for f in analysis.budgets])
-    high = max(budgets.max(), target or 0) * 1.5
-    grid = np.geomspace(budgets.min() / 1.5, high, 100)
+    every = [f.budget for analysis in by_label.values() for f in analysis.budgets]
+    high = max(max(every), target or 0) * 1.5
+    grid = np.geomspace(min(every) / 1.5, high, 100)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     html = go.Figure()
-    series = (("params", analysis.params_fit, [f.optimal_params for f in analysis.budgets]),
-              ("tokens", analysis.tokens_fit, [f.optimal_tokens for f in analysis.budgets]))
-    for ax, (name, fit, values) in zip(axes, series, strict=True):
-        ax.loglog(budgets, values, "o", label=f"optimal {name} per budget")
-        ax.loglog(grid, fit.predict(grid), "-", label=f"{fit.coefficient:.3g} C^{fit.exponent:.3f}")
-        html.add_trace(go.Scatter(x=budgets, y=values, mode="markers",
-                                  name=f"optimal {name}"))
-        html.add_trace(go.Scatter(x=grid, y=fit.predict(grid), mode="lines",
-                                  name=f"{name} = {fit.coefficient:.3g} C^{fit.exponent:.3f}"))
-        if target:
-            predicted = float(fit.predict(target))
-            ax.loglog([target], [predicted], "*", markersize=14,
-                      label=f"{budget_label(target)}: {predicted:.3g}")
-            html.add_trace(go.Scatter(x=[target], y=[predicted], mode="markers",
-                                      name=f"{name} at {budget_label(target)}",
-                                      marker={"symbol": "star", "size": 14}))
-        ax.set_xlabel("training FLOPs C")
-        ax.set_ylabel(f"compute-optimal {name}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+    for i, (label, analysis) in enumerate(by_label.items()):
+        budgets = np.array([f.budget for f in analysis.budgets])
+        series = (("params", analysis.params_fit,
+                   [f.optimal_params for f in analysis.budgets]),
+                  ("tokens", analysis.tokens_fit,
+                   [f.optimal_tokens for f in analysis.budgets]))
+        for ax, (name, fit, values) in zip(axes, series, strict=True):
+            shown = _named(label, name)
+            law = f"{fit.coefficient:.3g} C^{fit.exponent:.3f}"
+            ax.loglog(budgets, values, "osD^x"[i % 5], label=f"optimal {shown} per budget")
+            ax.loglog(grid, fit.predict(grid), _DASHES[i % len(_DASHES)],
+                      label=_named(label, law))
+            html.add_trace(go.Scatter(x=budgets, y=values, mode="markers",
+                                      name=f"optimal {shown}"))
+            html.add_trace(go.Scatter(x=grid, y=fit.predict(grid), mode="lines",
+                                      name=f"{shown} = {law}"))
+            if target:
+                predicted = float(fit.predict(target))
+                ax.loglog([target], [predicted], "*", markersize=14,
+                          label=f"{_named(label, budget_label(target))}: {predicted:.3g}")
+                html.add_trace(go.Scatter(x=[target], y=[predicted], mode="markers",
+                                          name=f"{shown} at {budget_label(target)}",
+                                          marker={"symbol": "star", "size": 14}))
+            ax.set_xlabel("training FLOPs C")
+            ax.set_ylabel(f"compute-optimal {name}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
     fig.suptitle("Compute-optimal scaling (Approach 2)")
     html.update_layout(title="Compute-optimal parameters and tokens",
                        xaxis={"type": "log", "title": "FLOPs"}, yaxis={"type": "log"})

@@ -1,9 +1,13 @@
 """Reading a table of finished runs for the fits: CSV, JSON lines or Parquet.
 
-    records = read_results("gs://bucket/sweep/results.parquet")
+    records = read_results("gs://bucket/sweep/results.parquet")   # RunRecords
+    rows = read_result_rows("local_store/isoflop-tiny/fit-1a2b3c4d/runs.csv")   # RunRows
 
 Required columns: ``params``, ``tokens``, ``loss``, and ``flops`` (or it is taken as
-``6 * params * tokens``); an optional ``budget`` column groups runs by IsoFLOP tier.
+``6 * params * tokens``); an optional ``budget`` column groups runs by IsoFLOP tier. A
+study's ``runs.csv`` reads as it is: its ``run``, ``label``, ``status``, ``reason`` and
+``replicate_of`` columns, when present, name the runs, split them by label, and carry the
+reasons failed runs are excluded (the fitting pipeline's cleaning rules apply to every table).
 """
 
 from __future__ import annotations
@@ -11,10 +15,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from typing import Any
 
-from marin.scaling_laws.isoflop_analysis import RunRecord
 from marin.storage.files import open_url
 
 REQUIRED = ("params", "tokens", "loss")
@@ -24,7 +26,12 @@ class ResultsError(ValueError):
     """The results table cannot be read; the message names the file and the problem."""
 
 
-def read_results(path: str) -> list[RunRecord]:
+def read_results(path: str) -> list[Any]:
+    return [row.record() for row in read_result_rows(path)]
+
+
+def read_result_rows(path: str) -> list[Any]:
+    """The table as ``marin.scaling_laws.study.artifacts.RunRow``s, in order."""
     try:
         with open_url(path) as f:
             raw = f.read()
@@ -42,7 +49,7 @@ def read_results(path: str) -> list[RunRecord]:
     if missing:
         raise ResultsError(f"results file {path} lacks column(s) {', '.join(missing)}; "
                            f"it has {', '.join(rows[0])}")
-    return [_record(path, i, row) for i, row in enumerate(rows)]
+    return [_row(path, i, row) for i, row in enumerate(rows)]
 
 
 def _rows(path: str, raw: bytes) -> list[dict[str, Any]]:
@@ -75,16 +82,10 @@ def _json_row(path: str, number: int, line: str) -> dict[str, Any]:
     return row
 
 
-def _record(path: str, index: int, row: dict[str, Any]) -> RunRecord:
-    def number(key: str) -> float:
-        value = row.get(key)
-        try:
-            return float(value) if value not in (None, "") else math.nan
-        except (TypeError, ValueError):
-            raise ResultsError(f"results file {path}, row {index + 1}: {key}={value!r} is not "
-                               "a number") from None
+def _row(path: str, index: int, row: dict[str, Any]) -> Any:
+    from marin.scaling_laws.study.artifacts import ArtifactError, row_from_columns
 
-    params, tokens, loss = number("params"), number("tokens"), number("loss")
-    flops = number("flops") if "flops" in row else 6 * params * tokens
-    budget = number("budget") if row.get("budget") not in (None, "") else None
-    return RunRecord(params, tokens, flops, loss, budget)
+    try:
+        return row_from_columns(row, f"results file {path}, row {index + 1}", f"row {index + 1}")
+    except ArtifactError as e:
+        raise ResultsError(str(e)) from None

@@ -1,10 +1,12 @@
 """Training: the language-model trainer step, optimizers, checkpoints.
 
     from marin.training import OptimizerHyperparameters, TrainLmConfig, train_lm, train_step
+    from marin.training import DataComponent, ValidationSet, RunSummary, read_summary
 
 Design note: names are loaded on first use (PEP 562), so ``import marin.training`` or
-``marin.training.hyperparameters`` imports neither JAX nor the scaling-law fits; a study can
-build optimizer hyperparameters and plan its runs without them.
+``marin.training.hyperparameters``, ``marin.training.config`` and ``marin.training.summary``
+import neither JAX nor the scaling-law fits; a study can build its training configs, plan its
+runs and read their summaries without them.
 """
 
 from __future__ import annotations
@@ -12,10 +14,16 @@ from __future__ import annotations
 from marin._lazy import lazy_exports
 
 _EXPORTS = {
+    "DataComponent": "marin.training.config",
+    "EvalFigures": "marin.training.summary",
     "OptimizerHyperparameters": "marin.training.hyperparameters",
-    "TrainLmConfig": "marin.training.trainer",
-    "TrainingConfigError": "marin.training.trainer",
-    "TrainingDivergedError": "marin.training.trainer",
+    "RunSummary": "marin.training.summary",
+    "TrainLmConfig": "marin.training.config",
+    "TrainingConfigError": "marin.training.config",
+    "TrainingDivergedError": "marin.training.config",
+    "TrainingOutOfMemoryError": "marin.training.config",
+    "ValidationSet": "marin.training.config",
+    "read_summary": "marin.training.summary",
     "train_lm": "marin.training.trainer",
     "train_step": "marin.training.trainer",
 }

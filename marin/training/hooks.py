@@ -7,8 +7,9 @@
 
 A hook is any callable ``(done, state, record)``: ``done`` is the number of steps taken,
 ``state`` the ``TrainerState`` after them, ``record`` the step's metrics (a dict a hook may
-add to: evaluation adds ``eval/loss`` before the metrics hook stores the record).
-``Every(n, hook)`` runs ``hook`` when ``done`` is a multiple of ``n`` (never when ``n`` is 0).
+add to: evaluation, ``marin.training.evaluation.Validation.hook``, adds ``eval/loss`` before
+the metrics hook stores the record). ``Every(n, hook)`` runs ``hook`` when ``done`` is a
+multiple of ``n`` (never when ``n`` is 0).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -24,7 +24,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from marin.services.log_service.handler import log_metrics
 from marin.storage.files import atomic_write, open_url
@@ -89,32 +88,6 @@ class MetricsLog:
 
     def train_losses(self) -> list[float]:
         return [r[names.TRAIN_LOSS] for r in self.records if names.TRAIN_LOSS in r]
-
-
-@dataclass(frozen=True)
-class Validation:
-    """The held-out split: ``batches`` batches of ``batch_size`` sequences, scored by
-    ``eval_fn(model, tokens)``; bits per byte from the cache's tokens per byte."""
-
-    data: Any  # a TokenCacheDataset
-    tokens_per_byte: float
-    eval_fn: Callable[[Any, jax.Array], jax.Array]
-    batch_size: int
-    batches: int
-
-    def evaluate(self, model: Any) -> dict[str, float]:
-        count = min(self.batches * self.batch_size, self.data.num_sequences)
-        total = 0.0
-        for start in range(0, count, self.batch_size):
-            stop = min(count, start + self.batch_size)
-            batch = np.stack([self.data.sequence(i) for i in range(start, stop)])
-            total += float(self.eval_fn(model, jnp.asarray(batch))) * len(batch)
-        loss = total / count
-        return {names.EVAL_LOSS: loss,
-                names.EVAL_BPB: loss * self.tokens_per_byte / math.log(2)}
-
-    def hook(self, done: int, state: Any, record: dict[str, Any]) -> None:
-        record.update(self.evaluate(state.model))
 
 
 class Profiler:

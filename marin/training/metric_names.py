@@ -19,6 +19,8 @@ from typing import Any
 __all__ = [
     "EVAL_BPB",
     "EVAL_LOSS",
+    "EVAL_MACRO_BPB",
+    "EVAL_MACRO_LOSS",
     "GRAD_NORM",
     "LEARNING_RATE",
     "MFU",
@@ -35,6 +37,8 @@ __all__ = [
 TRAIN_LOSS = "train/loss"
 EVAL_LOSS = "eval/loss"
 EVAL_BPB = "eval/bpb"
+EVAL_MACRO_LOSS = "eval/macro_loss"  # the mean over named validation sets of their loss
+EVAL_MACRO_BPB = "eval/macro_bpb"
 LEARNING_RATE = "optim/learning_rate"
 GRAD_NORM = "optim/grad_norm"
 STEP_TIME = "throughput/duration"

@@ -27,11 +27,10 @@ a checkpoint every ``checkpoint_every`` steps; the profiler wraps the steps it c
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import equinox as eqx
@@ -40,50 +39,35 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marin.execution.step import (
-    ComputeEstimate,
-    ExecutorStep,
-    StepResources,
-    output_path_of,
-    this_output_path,
-    unversioned_field,
-)
-from marin.models.config import TransformerConfig
+from marin.execution.step import ComputeEstimate, ExecutorStep, StepResources, output_path_of
 from marin.models.transformer import TransformerLM
-from marin.processing.tokenize.cache import CacheError
-from marin.processing.tokenize.loader import DataLoader, TokenCacheDataset
+from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.services.log_service.handler import install_from_env
-from marin.storage.files import atomic_write, join_url
-from marin.trackers.config import TrackerConfig, TrackerConfigError
+from marin.storage.files import join_url
 from marin.training import metric_names as names
 from marin.training.checkpoint import Checkpoints, step_folder
-from marin.training.hooks import (
-    Every,
-    Hook,
-    MetricsLog,
-    Profiler,
-    Validation,
-    open_trackers,
-    progress_bar,
+from marin.training.compilation import use_compilation_cache
+from marin.training.config import (
+    DataComponent,
+    TrainingConfigError,
+    TrainingDivergedError,
+    TrainingOutOfMemoryError,
+    TrainLmConfig,
+    ValidationSet,
 )
-from marin.training.hyperparameters import OptimizerHyperparameters
+from marin.training.data import training_data, validation_sets
+from marin.training.evaluation import Validation
+from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
 from marin.training.optimizer import build_optimizer
 from marin.training.state import CompileClock, TrainerState, make_eval_fn, make_update_fn
+from marin.training.summary import EvalFigures, RunSummary, write_summary
+
+__all__ = ["DataComponent", "RunSummary", "TrainLmConfig", "TrainingConfigError",
+           "TrainingDivergedError", "TrainingOutOfMemoryError", "ValidationSet",
+           "explain_out_of_memory", "train_lm", "train_step"]
 
 logger = logging.getLogger("marin.training")
-
-
-class TrainingDivergedError(RuntimeError):
-    """The loss became NaN or infinite."""
-
-
-class TrainingConfigError(ValueError):
-    """The config cannot train (for example the data's vocabulary exceeds the model's)."""
-
-
-class TrainingOutOfMemoryError(MemoryError):
-    """The accelerator ran out of memory; the message names the batch size."""
 
 
 def explain_out_of_memory(error: Exception, batch_size: int, devices: int
@@ -98,67 +82,6 @@ def explain_out_of_memory(error: Exception, batch_size: int, devices: int
         f"device(s) ({first}). Use a smaller batch size (for example {max(1, batch_size // 2)}"
         "), more devices, or a smaller model; `marin scaling candidates --hardware ...` "
         "estimates the memory of each candidate")
-
-
-@dataclass(frozen=True)
-class TrainLmConfig:
-    """One training run.
-
-    Attributes:
-        cache_path: the token cache (a tokenize step's output).
-        model: the model's shape.
-        batch_size: sequences per step.
-        train_steps: optimizer steps.
-        optimizer: hyperparameters (``optimizer.optimizer`` is ``adamw`` or ``adamh``).
-        seed: parameter initialisation and data order.
-        tokenizer: the tokenizer the cache must have been built with (None: only the
-            vocabulary size is checked).
-        compute_dtype: dtype of activations and matmuls; parameters stay float32.
-        eval_batches: validation batches per evaluation.
-        output_path: where metrics, summary and checkpoints go (the step's output).
-        eval_every: steps between evaluations (0: only at the end).
-        checkpoint_every: steps between checkpoints (0: only at the end).
-        checkpoint_keep: how many of the newest checkpoints to keep.
-        checkpoint_keep_every: also keep every checkpoint whose step is a multiple of this
-            (0: none), for example to study a run's history.
-        async_checkpoints: write checkpoints in the background while training goes on.
-        log_every: steps between progress lines when output is not a terminal.
-        hardware: preset whose peak FLOP/s is the MFU denominator.
-        profile_steps: capture a JAX profile (XPlane) of steps [a, b) into
-            ``<output>/profile``, each step marked by a ``StepTraceAnnotation``; read it
-            with ``marin trace summarize <output>``.
-        trackers: where the metrics go besides ``metrics.jsonl``: ``TrackerConfig``s (or
-            plugin names) of the ``marin.trackers`` group, e.g. ``json``, ``tensorboard``,
-            ``wandb``. Unversioned: trackers change no result.
-    """
-
-    cache_path: str
-    model: TransformerConfig
-    batch_size: int
-    train_steps: int
-    optimizer: OptimizerHyperparameters
-    seed: int = 0
-    tokenizer: str | None = None
-    compute_dtype: str = "bfloat16"
-    eval_batches: int = 4
-    output_path: str = this_output_path()
-    eval_every: int = unversioned_field(default=0)
-    checkpoint_every: int = unversioned_field(default=0)
-    checkpoint_keep: int = unversioned_field(default=2)
-    checkpoint_keep_every: int = unversioned_field(default=0)
-    async_checkpoints: bool = unversioned_field(default=True)
-    log_every: int = unversioned_field(default=50)
-    hardware: str = unversioned_field(default="cpu")
-    profile_steps: tuple[int, int] | None = unversioned_field(default=None)
-    trackers: list[TrackerConfig] = unversioned_field(default_factory=list)  # noqa: RUF009
-
-    def __post_init__(self) -> None:
-        from marin.trackers.fanout import check_trackers
-
-        try:  # unknown trackers and refused settings fail here, before any step runs
-            check_trackers(self.trackers)
-        except TrackerConfigError as e:
-            raise TrainingConfigError(str(e)) from None
 
 
 def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
@@ -180,23 +103,23 @@ def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
                                                  candidate.estimated_device_hours or 0.0))
 
 
-def train_lm(config: TrainLmConfig) -> dict[str, Any]:
+def train_lm(config: TrainLmConfig) -> RunSummary:
     """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
     install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
     _check_config(config)
-    data = _training_data(config)
+    use_compilation_cache(config.compilation_cache)
+    data = training_data(config)
     run = _Run(config)
-    summary: dict[str, Any] = {}
+    summary: RunSummary | None = None
     try:
         state, start = run.restore_or_init()
         state, last_loss = run.train(state, data, start)
         final = run.finish(state)
-        summary = _summary(config, last_loss, final, run.metrics)
+        summary = _summary(config, last_loss, final, run.metrics, data, run.validation)
     finally:
         run.checkpoints.close()  # the last save is committed before the step counts as done
-        run.metrics.trackers.close(summary)
-    with atomic_write(join_url(config.output_path, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+        run.metrics.trackers.close(summary.to_json() if summary is not None else {})
+    write_summary(config.output_path, summary)
     return summary
 
 
@@ -213,7 +136,9 @@ class _Run:
         self.sharding = _Sharding(config.batch_size)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
                                   config.log_every, open_trackers(config))
-        self.validation = _validation(config, make_eval_fn(dtype))
+        sets = validation_sets(config)
+        self.validation = Validation(sets, make_eval_fn(dtype), config.batch_size,
+                                     config.eval_batches) if sets else None
         self.profiler = Profiler(join_url(config.output_path, "profile"), config.profile_steps)
         self.flops_per_step = config.model.training_flops_per_token() * config.batch_size \
             * config.model.seq_len
@@ -244,7 +169,7 @@ class _Run:
                     start)
         return TrainerState(jnp.asarray(start, jnp.int32), model, opt_state), start
 
-    def train(self, state: TrainerState, data: TokenCacheDataset, start: int
+    def train(self, state: TrainerState, data: TokenCacheDataset | MixtureDataset, start: int
               ) -> tuple[TrainerState, float]:
         config = self.config
         batches = iter(DataLoader(data, config.batch_size, seed=config.seed, start_step=start))
@@ -349,38 +274,12 @@ class _Sharding:
 
 
 def _check_config(config: TrainLmConfig) -> None:
-    if not isinstance(config.output_path, str) or not isinstance(config.cache_path, str):
+    paths = [config.output_path, config.cache_path] if config.cache_path is not None else \
+        [config.output_path]
+    paths += [c.cache_path for c in config.mixture] + [v.cache_path for v in config.validation]
+    if not all(isinstance(p, str) for p in paths):
         raise TrainingConfigError("TrainLmConfig paths are still placeholders: run train_lm "
                                   "through the executor, or pass them explicitly")
-    for name in ("batch_size", "train_steps", "checkpoint_keep"):
-        if getattr(config, name) <= 0:
-            raise TrainingConfigError(f"TrainLmConfig.{name} must be positive, got "
-                                      f"{getattr(config, name)}")
-
-
-def _training_data(config: TrainLmConfig) -> TokenCacheDataset:
-    data = TokenCacheDataset(config.cache_path, config.model.seq_len,
-                             expected_tokenizer=config.tokenizer)
-    if data.vocab_size > config.model.vocab_size:
-        raise TrainingConfigError(
-            f"the token cache at {config.cache_path} has a vocabulary of {data.vocab_size}, "
-            f"larger than the model's TrainLmConfig.model.vocab_size={config.model.vocab_size};"
-            " use the tokenizer's vocabulary size for the model")
-    return data
-
-
-def _validation(config: TrainLmConfig, eval_fn: Any) -> Validation | None:
-    try:
-        data = TokenCacheDataset(config.cache_path, config.model.seq_len, split="validation",
-                                 record_read=False)
-    except CacheError:
-        logger.info("no validation split in %s: no evaluation", config.cache_path)
-        return None
-    from marin.processing.tokenize.cache_stats import read_cache_stats
-
-    stats = read_cache_stats(config.cache_path, split="validation")
-    return Validation(data, stats.tokens_per_byte, eval_fn, config.batch_size,
-                      config.eval_batches)
 
 
 def _peak_flops(hardware: str) -> float:
@@ -390,18 +289,22 @@ def _peak_flops(hardware: str) -> float:
 
 
 def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
-             metrics: MetricsLog) -> dict[str, Any]:
+             metrics: MetricsLog, data: TokenCacheDataset | MixtureDataset,
+             validation: Validation | None) -> RunSummary:
     tokens = config.train_steps * config.batch_size * config.model.seq_len
     recent = metrics.train_losses()[-10:]
-    flops = tokens * config.model.training_flops_per_token()
-    train_loss = float(np.mean(recent)) if recent else last_loss
     eval_loss, eval_bpb = final.get(names.EVAL_LOSS), final.get(names.EVAL_BPB)
-    return {"params": config.model.num_params(), "tokens": tokens, "flops": flops,
-            "train_loss": train_loss, "final_step_loss": last_loss, "eval_loss": eval_loss,
-            "eval_bpb": eval_bpb, "steps": config.train_steps,
-            "batch_size": config.batch_size, "seq_len": config.model.seq_len,
-            # the same figures in Levanter's names, as Marin's analysis reads a summary
-            names.PARAMETER_COUNT: config.model.num_params(), names.TOTAL_TOKENS: tokens,
-            names.TOTAL_GFLOPS: flops / 1e9, names.TRAIN_LOSS: train_loss,
-            names.EVAL_LOSS: eval_loss, names.EVAL_BPB: eval_bpb}
-
+    named = [s.name for s in validation.sets if s.name is not None] if validation else []
+    evals = {n: EvalFigures(final[names.eval_name(n, "loss")], final[names.eval_name(n, "bpb")])
+             for n in named}
+    by_component = data.tokens_by_component(config.train_steps * config.batch_size,
+                                            config.seed) if config.mixture else {}
+    return RunSummary(
+        params=config.model.num_params(), tokens=tokens,
+        flops=tokens * config.model.training_flops_per_token(), steps=config.train_steps,
+        batch_size=config.batch_size, seq_len=config.model.seq_len,
+        train_loss=float(np.mean(recent)) if recent else last_loss, final_step_loss=last_loss,
+        eval_loss=eval_loss, eval_bpb=eval_bpb,
+        macro_loss=final.get(names.EVAL_MACRO_LOSS, eval_loss),
+        macro_bpb=final.get(names.EVAL_MACRO_BPB, eval_bpb), evals=evals,
+        tokens_by_component=by_component)

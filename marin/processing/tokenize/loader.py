@@ -1,17 +1,31 @@
-"""Fixed-length training sequences from a token cache: shuffled by seed, resumable from a
-step, read through ``marin.storage.files`` with a prefetching thread.
+"""Fixed-length training sequences from a token cache, or from a weighted mixture of
+caches: shuffled by seed, resumable from a step, read through ``marin.storage.files`` with
+a prefetching thread.
 
     dataset = TokenCacheDataset(cache_path, seq_len=1024, expected_tokenizer="gpt2")
     loader = DataLoader(dataset, batch_size=8, seed=0, start_step=1200)
     for step, batch in loader:          # batch: int32 array (8, 1024)
         ...
+    mixed = MixtureDataset([("plays", plays, 0.7), ("docs", docs, 0.3)])
+    DataLoader(mixed, batch_size=8, seed=0).batch(12)
+    mixed.tokens_by_component(8 * 1000, seed=0)     # {"plays": ..., "docs": ...}
 
 The cache's token stream (documents separated by the end-of-document token) is cut into
 consecutive sequences of ``seq_len`` tokens. Batch ``s`` holds the sequences at positions
 ``s*B .. s*B+B-1`` of a per-epoch permutation drawn from ``(seed, epoch)``, so any step can
 be produced directly: resuming at step ``s`` gives exactly the batches an uninterrupted run
-would have seen. Reading runs inside ``marin.data/...`` trace scopes, so a JAX profile shows
-time spent loading data.
+would have seen.
+
+A mixture cuts the stream of positions into blocks of ``MixtureDataset.BLOCK`` sequences.
+Each block holds a fixed number of sequences of each component, the weights' shares of the
+block (largest remainders), in an order drawn from ``(seed, block)``; the ``k``-th sequence
+a component gives is position ``k`` of that component's own shuffled stream, as above. The
+component and sequence at any position are then computed directly, without replaying the
+steps before it: a resumed run sees exactly the batches of an uninterrupted one, and the
+tokens drawn from each component up to a step are known in closed form.
+
+Reading runs inside ``marin.data/...`` trace scopes, so a JAX profile shows time spent
+loading data.
 """
 
 from __future__ import annotations
@@ -20,7 +34,7 @@ import contextlib
 import functools
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -102,6 +116,20 @@ class TokenCacheDataset:
     def sequence(self, index: int) -> np.ndarray:
         return self.tokens(index * self.seq_len, (index + 1) * self.seq_len)
 
+    def indices_at(self, positions: np.ndarray, seed: Sequence[int]) -> np.ndarray:
+        """The sequence at each position of the stream shuffled by ``seed``: each epoch a
+        permutation of every sequence, drawn from ``(*seed, epoch)``."""
+        n = self.num_sequences
+        return np.array([self._permutation(tuple(seed), int(p // n))[p % n]
+                         for p in positions], dtype=np.int64)
+
+    def sequences_at(self, positions: np.ndarray, seed: int) -> np.ndarray:
+        return np.stack([self.sequence(int(i)) for i in self.indices_at(positions, (seed,))])
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - the current and the next epoch
+    def _permutation(self, seed: tuple[int, ...], epoch: int) -> np.ndarray:
+        return np.random.default_rng([*seed, epoch]).permutation(self.num_sequences)
+
     def _read(self, shard: int, begin: int, end: int) -> np.ndarray:
         size = self._dtype.itemsize
         mapped = self._mapped(shard)
@@ -117,29 +145,100 @@ class TokenCacheDataset:
         return None if path is None else np.memmap(path, dtype=self._dtype, mode="r")
 
 
-class DataLoader:
-    """Batches of sequences for each step, deterministic in ``seed`` and the step number."""
+class MixtureDataset:
+    """Sequences drawn from several token caches in proportion to their weights.
 
-    def __init__(self, dataset: TokenCacheDataset, batch_size: int, seed: int = 0,
-                 start_step: int = 0, prefetch: int = 2):
+    Args:
+        components: ``(name, dataset, weight)`` for each cache, every dataset of the same
+            ``seq_len``; weights are relative (>= 0, not all 0).
+    """
+
+    BLOCK = 2048  # sequences per block: the resolution at which the weights are exact
+    _ORDER, _COMPONENT = 0x6D6978, 0x636F6D70  # keep the seeds apart from a single cache's
+
+    def __init__(self, components: Sequence[tuple[str, TokenCacheDataset, float]]):
+        self.names = [name for name, _, _ in components]
+        self.datasets = [data for _, data, _ in components]
+        weights = np.array([float(w) for _, _, w in components])
+        if len(components) == 0 or (weights < 0).any() or weights.sum() <= 0:
+            raise ValueError("a mixture needs components with weights >= 0, not all 0")
+        if len({d.seq_len for d in self.datasets}) != 1:
+            raise ValueError("the datasets of a mixture must have one seq_len")
+        self.seq_len = self.datasets[0].seq_len
+        self.quotas = _largest_remainders(weights / weights.sum(), self.BLOCK)
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - the blocks being read
+    def _block(self, seed: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each position's component in the block, and how many of the block's positions
+        before it took the same component."""
+        members = np.repeat(np.arange(len(self.quotas)), self.quotas)
+        order = np.random.default_rng([seed, self._ORDER, block]).permutation(members)
+        rank = np.empty(len(order), dtype=np.int64)
+        for c in range(len(self.quotas)):
+            where = order == c
+            rank[where] = np.arange(int(where.sum()))
+        return order, rank
+
+    def draw(self, positions: np.ndarray, seed: int) -> list[tuple[int, int]]:
+        """``(component, sequence index in its dataset)`` at each stream position."""
+        out = []
+        for p in positions:
+            block, offset = divmod(int(p), self.BLOCK)
+            order, rank = self._block(seed, block)
+            c = int(order[offset])
+            ordinal = block * int(self.quotas[c]) + int(rank[offset])
+            index = self.datasets[c].indices_at(np.array([ordinal]),
+                                                (seed, self._COMPONENT, c))[0]
+            out.append((c, int(index)))
+        return out
+
+    def sequences_at(self, positions: np.ndarray, seed: int) -> np.ndarray:
+        return np.stack([self.datasets[c].sequence(i) for c, i in self.draw(positions, seed)])
+
+    def tokens_by_component(self, positions: int, seed: int) -> dict[str, int]:
+        """Tokens drawn from each component by stream positions ``0 .. positions-1``."""
+        blocks, rest = divmod(positions, self.BLOCK)
+        counts = blocks * self.quotas
+        if rest:  # whole blocks are the quotas; the last one, what its order put first
+            counts = counts + np.bincount(self._block(seed, blocks)[0][:rest],
+                                          minlength=len(self.quotas))
+        return {name: int(n) * self.seq_len for name, n in zip(self.names, counts,
+                                                                 strict=True)}
+
+
+def _largest_remainders(shares: np.ndarray, total: int) -> np.ndarray:
+    """Whole numbers summing to ``total`` in proportion to ``shares`` (Hamilton's method;
+    ties go to the earlier component)."""
+    exact = shares * total
+    counts = np.floor(exact).astype(np.int64)
+    left = total - int(counts.sum())
+    order = np.argsort(-(exact - counts), kind="stable")
+    counts[order[:left]] += 1
+    return counts
+
+
+class DataLoader:
+    """Batches of sequences for each step, deterministic in ``seed`` and the step number,
+    from a ``TokenCacheDataset`` or a ``MixtureDataset``."""
+
+    def __init__(self, dataset: TokenCacheDataset | MixtureDataset, batch_size: int,
+                 seed: int = 0, start_step: int = 0, prefetch: int = 2):
         self.dataset = dataset
         self.batch_size = batch_size
         self.seed = seed
         self.start_step = start_step
         self.prefetch = prefetch
 
-    @functools.lru_cache(maxsize=2)  # noqa: B019 - the current and the next epoch
-    def _permutation(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch]).permutation(self.dataset.num_sequences)
+    def positions(self, step: int) -> np.ndarray:
+        return step * self.batch_size + np.arange(self.batch_size)
 
     def indices(self, step: int) -> np.ndarray:
-        n = self.dataset.num_sequences
-        positions = step * self.batch_size + np.arange(self.batch_size)
-        return np.array([self._permutation(int(p // n))[p % n] for p in positions])
+        """The sequences of step ``step`` (of a single cache)."""
+        return self.dataset.indices_at(self.positions(step), (self.seed,))
 
     def batch(self, step: int) -> np.ndarray:
         with trace_scope("marin.data/load_batch"):
-            return np.stack([self.dataset.sequence(int(i)) for i in self.indices(step)])
+            return self.dataset.sequences_at(self.positions(step), self.seed)
 
     def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
         ready: queue.Queue = queue.Queue(maxsize=max(1, self.prefetch))

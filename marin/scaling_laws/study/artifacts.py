@@ -1,0 +1,355 @@
+"""The files a study writes, as typed values: the one module that knows their names.
+
+    outcome = read_outcome(run_path)            # RunOutcome | None, from outcome.json
+    fits = read_fits(fit_path)                  # StudyFits, from fit.json
+    fits.fits["plays"].approach2.params.exponent
+    prediction = read_prediction(path)          # Prediction | None, from prediction.json
+    write_result(report_path, result)           # study.json: the whole StudyResult
+
+Every artifact is a frozen dataclass with ``FORMAT`` and ``VERSION``, ``to_json()`` and
+``from_json(data, where=...)``. Files of the previous, unversioned format (a study's
+``outcome.json``, ``fit.json`` and ``prediction.json`` before labels) still read, as the
+single label ``"default"`` fitted on eval loss; a file of another format or a newer version
+is refused in one line naming the file and the format. Files are written atomically: a
+reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from marin.scaling_laws.study.codec import ArtifactError, decode_fields, encode_fields
+from marin.scaling_laws.study.laws import (
+    Approach2,
+    Approach3,
+    BudgetNotFitted,
+    BudgetOptimum,
+    ExcludedRun,
+    TargetPrediction,
+)
+from marin.scaling_laws.study.legacy import legacy_fit, legacy_outcome, legacy_prediction
+from marin.scaling_laws.study.rows import RunRow, row_from_columns, rows_csv
+from marin.storage.files import atomic_write, join_url, open_url
+from marin.training.summary import RunSummary
+
+if TYPE_CHECKING:
+    from marin.scaling_laws.calibration import BacktestResult, NoiseEstimate
+
+__all__ = ["FIT", "OUTCOME", "PREDICTION", "PREDICTION_RUN", "REPORT", "RESULT", "RUNS",
+           "ArtifactError", "Epochs", "LabelComparison", "PredictedCandidate", "Prediction",
+           "RunOutcome", "RunRow", "StudyFit", "StudyFits", "StudyResult", "read_fits",
+           "read_outcome", "read_prediction", "read_result", "read_rows", "row_from_columns",
+           "rows_csv",
+           "write_artifact", "write_rows"]
+
+OUTCOME = "outcome.json"     # a candidate run's folder
+RUNS = "runs.csv"            # the fit step's folder: a row per run
+FIT = "fit.json"             # the fit step's folder: StudyFits
+PREDICTION = "prediction.json"  # a prediction step's folder
+PREDICTION_RUN = "run"       # the predicted run's training folder, under the prediction's
+REPORT = "report.md"         # the report step's folder, with the plots
+RESULT = "study.json"        # the report step's folder: the StudyResult
+
+
+def _lazy_types() -> dict[str, Any]:
+    """Types of fields that import numpy and scipy: resolved when a file is first read, so
+    that planning a study (which imports this module) imports neither."""
+    from marin.scaling_laws.calibration import BacktestResult, NoiseEstimate
+
+    return {"BacktestResult": BacktestResult, "NoiseEstimate": NoiseEstimate}
+
+
+class _Artifact:
+    """``to_json``/``from_json`` with the format and version checked."""
+
+    FORMAT: ClassVar[str]
+    VERSION: ClassVar[int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": self.FORMAT, "version": self.VERSION, **encode_fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "data"):
+        if not isinstance(data, dict):
+            raise ArtifactError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        if "format" not in data:
+            return cls._previous(data, where)
+        if data["format"] != cls.FORMAT or data.get("version") != cls.VERSION:
+            raise ArtifactError(
+                f"{where} is of format {data['format']!r} version {data.get('version')!r}; "
+                f"a {cls.__name__} is {cls.FORMAT!r} version {cls.VERSION}: use the marin "
+                "that wrote it, or rerun the step")
+        return decode_fields(cls, {k: v for k, v in data.items()
+                                   if k not in ("format", "version")}, where)
+
+    @classmethod
+    def _previous(cls, data: dict[str, Any], where: str):
+        raise ArtifactError(f"{where} has no format; it is not a {cls.__name__} "
+                            f"({cls.FORMAT!r} version {cls.VERSION})")
+
+
+@dataclass(frozen=True)
+class RunOutcome(_Artifact):
+    """How a candidate run ended: ``status`` ok, diverged, out_of_memory or invalid_config;
+    ``curves`` maps each eval metric (``macro_bpb``, ``plays/loss``, ``loss`` ...) to its
+    values at every evaluation."""
+
+    FORMAT: ClassVar[str] = "marin.study.run_outcome"
+    VERSION: ClassVar[int] = 2
+
+    run_name: str
+    group: str
+    label: str
+    budget: float
+    status: str
+    reason: str | None
+    hidden_dim: int
+    num_layers: int
+    summary: RunSummary | None
+    seed: int = 0
+    replicate_of: str | None = None
+    curves: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def _previous(cls, data: dict[str, Any], where: str) -> RunOutcome:
+        return decode_fields(cls, legacy_outcome(data), where)
+
+    def row(self, metric: str, path: str = "") -> RunRow:
+        """The run's row for a fit on ``metric``; a run that ended without it is marked
+        ``no_loss``."""
+        s = self.summary
+        value = s.metric(metric) if s is not None else None
+        curve = self.curves.get(metric, ())
+        if not curve and s is not None and not s.evals:  # one split: its figures are the macro
+            curve = self.curves.get(metric.removeprefix("macro_"), ())
+        status, reason = self.status, self.reason
+        if status == "ok" and (value is None or not math.isfinite(value)):
+            status, reason = "no_loss", f"the run recorded no finite {metric} ({value})"
+        nan = math.nan
+        return RunRow(run=self.run_name, group=self.group, label=self.label, budget=self.budget,
+                      seed=self.seed, replicate_of=self.replicate_of,
+                      hidden_dim=self.hidden_dim, num_layers=self.num_layers,
+                      params=float(s.params) if s else nan, tokens=float(s.tokens) if s else nan,
+                      flops=float(s.flops) if s else nan,
+                      loss=float(value) if value is not None else nan,
+                      train_loss=s.train_loss if s else None,
+                      first_eval_loss=curve[0] if curve else None, status=status,
+                      reason=reason)
+
+
+@dataclass(frozen=True)
+class Epochs:
+    """How many times a budget's runs went through each training corpus (the mean over the
+    budget's runs), by corpus label."""
+
+    budget: float
+    by_corpus: dict[str, float]
+
+
+@dataclass(frozen=True)
+class StudyFit(_Artifact):
+    """One label's fits: Approach 2 per budget and across budgets, Approach 3, the optima at
+    larger budgets and at the held-out one, and how its prediction's noise was estimated.
+    A part the data cannot support is None with its reason in ``*_error``."""
+
+    FORMAT: ClassVar[str] = "marin.study.fit"
+    VERSION: ClassVar[int] = 2
+
+    label: str
+    metric: str
+    runs: int
+    used: int
+    excluded: tuple[ExcludedRun, ...] = ()
+    budgets: tuple[BudgetOptimum, ...] = ()
+    budgets_not_fitted: tuple[BudgetNotFitted, ...] = ()
+    approach2: Approach2 | None = None
+    approach2_error: str | None = None
+    approach3: Approach3 | None = None
+    approach3_error: str | None = None
+    predictions: tuple[TargetPrediction, ...] = ()
+    holdout: TargetPrediction | None = None
+    epochs: tuple[Epochs, ...] = ()
+    noise: NoiseEstimate | None = None
+    backtest: BacktestResult | None = None
+    backtest_error: str | None = None
+
+
+@dataclass(frozen=True)
+class LabelComparison(_Artifact):
+    """How many times the baseline's compute ``label`` needs to reach the loss the baseline
+    is predicted to reach at ``target_budget`` (``compute_multiplier`` > 1: ``label`` is
+    less efficient), with a joint bootstrap ``interval``."""
+
+    FORMAT: ClassVar[str] = "marin.study.comparison"
+    VERSION: ClassVar[int] = 1
+
+    baseline: str
+    label: str
+    target_budget: float
+    loss: float
+    compute_multiplier: float
+    interval: tuple[float, float]
+    excludes_one: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class StudyFits(_Artifact):
+    """``fit.json``: every label's fit and the comparisons of the labels."""
+
+    FORMAT: ClassVar[str] = "marin.study.fits"
+    VERSION: ClassVar[int] = 2
+
+    metric: str
+    labels: tuple[str, ...]
+    fits: dict[str, StudyFit]
+    baseline: str | None = None
+    comparisons: tuple[LabelComparison, ...] = ()
+    comparison_error: str | None = None
+
+    @classmethod
+    def _previous(cls, data: dict[str, Any], where: str) -> StudyFits:
+        fit = decode_fields(StudyFit, legacy_fit(data, where), where)
+        return cls(metric=fit.metric, labels=("default",), fits={"default": fit})
+
+
+@dataclass(frozen=True)
+class PredictedCandidate:
+    """The run trained at the held-out budget."""
+
+    hidden_dim: int
+    num_layers: int
+    params: float
+    tokens: float
+    flops: float
+    batch_size: int
+    train_steps: int
+
+
+@dataclass(frozen=True)
+class Prediction(_Artifact):
+    """One label's checked prediction at the held-out budget. ``predicted_loss_interval``
+    is the 95% interval with run-to-run noise (estimated from ``noise_source``:
+    ``replicates`` or ``residuals``); ``fit_interval`` is the fit's spread alone."""
+
+    FORMAT: ClassVar[str] = "marin.study.prediction"
+    VERSION: ClassVar[int] = 2
+
+    label: str
+    budget: float
+    run_name: str
+    group: str
+    status: str
+    reason: str | None = None
+    optimum: TargetPrediction | None = None
+    size_from: str | None = None
+    candidate: PredictedCandidate | None = None
+    predicted_loss: float | None = None
+    predicted_loss_interval: tuple[float, float] | None = None
+    fit_interval: tuple[float, float] | None = None
+    noise_source: str | None = None
+    noise_std: float | None = None
+    loss_from: str | None = None
+    achieved_loss: float | None = None
+    error_percent: float | None = None
+    within_interval: bool | None = None
+    summary: RunSummary | None = None
+
+    @classmethod
+    def _previous(cls, data: dict[str, Any], where: str) -> Prediction:
+        return decode_fields(cls, legacy_prediction(data), where)
+
+
+@dataclass(frozen=True)
+class StudyResult(_Artifact):
+    """A study's findings: ``labels``, ``fits[label]``, ``predictions[label]`` (labels with
+    a held-out budget), ``comparisons`` (each label against ``baseline``) and ``runs``."""
+
+    FORMAT: ClassVar[str] = "marin.study.result"
+    VERSION: ClassVar[int] = 1
+
+    title: str
+    metric: str
+    labels: tuple[str, ...]
+    fits: dict[str, StudyFit]
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+    comparisons: tuple[LabelComparison, ...] = ()
+    comparison_error: str | None = None
+    baseline: str | None = None
+    runs: tuple[RunRow, ...] = ()
+
+    def runs_of(self, label: str) -> list[RunRow]:
+        return [r for r in self.runs if r.label == label]
+
+
+# -- files ---------------------------------------------------------------------------------
+
+def _read_json(path: str) -> Any:
+    try:
+        with open_url(path, "r") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ArtifactError(f"{path} is not valid JSON ({e}); the step that wrote it did "
+                            "not finish: rerun it") from None
+
+
+def write_artifact(folder: str, name: str, artifact: Any) -> str:
+    """``folder/name`` from ``artifact.to_json()``, whole or not at all; returns its path."""
+    path = join_url(folder, name)
+    text = json.dumps(artifact.to_json(), indent=1, allow_nan=False)
+    with atomic_write(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def read_outcome(run_path: str) -> RunOutcome | None:
+    path = join_url(run_path, OUTCOME)
+    data = _read_json(path)
+    return None if data is None else RunOutcome.from_json(data, where=path)
+
+
+def read_fits(fit_path: str) -> StudyFits:
+    path = join_url(fit_path, FIT)
+    data = _read_json(path)
+    if data is None:
+        raise ArtifactError(f"no {FIT} in {fit_path}: the fit step has not finished")
+    return StudyFits.from_json(data, where=path)
+
+
+def read_prediction(prediction_path: str) -> Prediction | None:
+    path = join_url(prediction_path, PREDICTION)
+    data = _read_json(path)
+    return None if data is None else Prediction.from_json(data, where=path)
+
+
+def read_result(report_path: str) -> StudyResult | None:
+    path = join_url(report_path, RESULT)
+    data = _read_json(path)
+    return None if data is None else StudyResult.from_json(data, where=path)
+
+
+def write_rows(fit_path: str, rows: Sequence[RunRow]) -> None:
+    with atomic_write(join_url(fit_path, RUNS), "w") as f:
+        f.write(rows_csv(rows))
+
+
+def read_rows(fit_path: str) -> list[RunRow]:
+    """``runs.csv``; one of the previous format (no label or seed columns) reads as the
+    label ``default``."""
+    path = join_url(fit_path, RUNS)
+    try:
+        with open_url(path, "r") as f:
+            table = list(csv.DictReader(f))
+    except FileNotFoundError:
+        raise ArtifactError(f"no {RUNS} in {fit_path}: the fit step has not finished") from None
+    return [row_from_columns(r, f"{path}, line {i}", f"row {i - 1}")
+            for i, r in enumerate(table, 2)]

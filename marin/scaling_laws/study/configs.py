@@ -1,0 +1,165 @@
+"""The configs of a study's steps, and the names its runs and groups get.
+
+    budget_tag(1.6e11)                          # "1.6e11"
+    run_name("tiny-plays", candidate)           # "tiny-plays-1.6e11-h16-l1"
+    next_tiers(1e11, 2)                         # [3e11, 1e12]
+
+Every config is a frozen dataclass the executor hashes; none imports JAX.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from marin.execution.step import this_output_path
+from marin.scaling_laws.candidates import CandidateConfig
+from marin.training.config import TrainLmConfig
+
+__all__ = ["CandidateRunConfig", "LabelPath", "PredictionConfig", "StudyFitConfig",
+           "StudyReportConfig", "StudyRun", "budget_tag", "next_tiers", "run_name",
+           "study_candidates"]
+
+
+def budget_tag(budget: float) -> str:
+    """``3e19`` for 3e19, ``1.6e11`` for 1.6e11: the budget in run and group names."""
+    mantissa, exponent = f"{budget:.1e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def run_name(stem: str, candidate: CandidateConfig) -> str:
+    """``<stem>-<budget>-h<hidden>-l<layers>``; the stem holds the study and the label."""
+    m = candidate.model_config
+    return f"{stem}-{budget_tag(candidate.budget)}-h{m.hidden_dim}-l{m.num_layers}"
+
+
+def next_tiers(budget: float, count: int) -> list[float]:
+    """The next ``count`` budgets of the 1-3-10 ladder above ``budget``."""
+    out, current = [], budget
+    for _ in range(count):
+        exponent = math.floor(math.log10(current) + 1e-9)
+        mantissa = current / 10**exponent
+        current = (3 if mantissa < 3 - 1e-9 else 10) * 10**exponent
+        out.append(float(f"{current:.6g}"))
+    return out
+
+
+def study_candidates(heuristic: Any, budgets: Sequence[float]
+                     ) -> dict[float, list[CandidateConfig]]:
+    """The heuristic's candidates per budget; an error names a budget that has none."""
+    out: dict[float, list[CandidateConfig]] = {}
+    for budget in budgets:
+        explain = getattr(heuristic, "candidates_or_explain", None)
+        out[budget] = list(explain(budget) if explain else heuristic.candidates_for_budget(budget))
+        if not out[budget]:
+            raise ValueError(f"the heuristic has no candidate for a budget of {budget:.3g} FLOPs")
+    return out
+
+
+@dataclass(frozen=True)
+class LabelPath:
+    """A label and a folder (a cache, or a step's output)."""
+
+    label: str
+    path: Any  # a path, or a placeholder until the executor resolves it
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """One run as the fit reads it: its names, label, budget and output folder."""
+
+    name: str
+    group: str
+    budget: float
+    path: Any
+    label: str = "default"
+
+
+@dataclass(frozen=True)
+class CandidateRunConfig:
+    """A training run of the sweep: the trainer's config, and the run's place in the study.
+
+    Attributes:
+        train: the run (its ``output_path`` is the step's: metrics, summary, checkpoints,
+            ``outcome.json``).
+        run_name: W&B-style run name, unique in the study.
+        group: the run's group, one per label and budget.
+        label: the corpus or mixture it trains on.
+        budget: the FLOP budget the run belongs to.
+        replicate_of: for a seed replicate, the run it repeats with another seed.
+    """
+
+    train: TrainLmConfig
+    run_name: str
+    group: str
+    label: str
+    budget: float
+    replicate_of: str | None = None
+
+
+@dataclass(frozen=True)
+class StudyFitConfig:
+    """Attributes:
+        runs: the runs to fit (their output folders are dependencies).
+        labels: the labels in order (the first is the default baseline).
+        metric: what the fits use (``macro_bpb``, ``plays/loss`` ...; ``RunSummary.metric``).
+        targets: budgets to predict the optimum at (larger tiers).
+        holdout_budget: the held-out budget, predicted here and checked by ``prediction``.
+        bootstrap: resamples for the Approach 3 intervals and the compute multipliers.
+        baseline: the label the others are compared with (None: the first).
+        corpora: each training corpus's token cache, for the epochs per budget.
+        output_path: where ``runs.csv`` and ``fit.json`` go.
+    """
+
+    runs: tuple[StudyRun, ...]
+    labels: tuple[str, ...] = ("default",)
+    metric: str = "loss"
+    targets: tuple[float, ...] = ()
+    holdout_budget: float | None = None
+    bootstrap: int = 200
+    baseline: str | None = None
+    corpora: tuple[LabelPath, ...] = ()
+    output_path: str = this_output_path()
+
+
+@dataclass(frozen=True)
+class PredictionConfig:
+    """Attributes:
+        fit_path: the fit step's output.
+        label: whose fit is checked.
+        data: the label's training data (a cache, or a tuple of ``DataComponent``).
+        budget: the held-out budget.
+        heuristic: builds the candidate nearest the predicted optimal size.
+        run_name, group: names of the predicted run.
+        train_options: ``TrainLmConfig`` fields applied to the run (as for the sweep).
+        eval_points: evaluations during the run.
+        output_path: where ``prediction.json`` and the run (``run/``) go.
+    """
+
+    fit_path: Any
+    label: str
+    data: Any
+    budget: float
+    heuristic: Any
+    run_name: str
+    group: str
+    train_options: dict[str, Any] = field(default_factory=dict)
+    eval_points: int = 4
+    output_path: str = this_output_path()
+
+
+@dataclass(frozen=True)
+class StudyReportConfig:
+    """Attributes:
+        title: the report's heading.
+        fit_path: the fit step's output.
+        predictions: each label's prediction step output.
+        output_path: where ``report.md``, ``study.json`` and the plots go.
+    """
+
+    title: str
+    fit_path: Any
+    predictions: tuple[LabelPath, ...] = ()
+    output_path: str = this_output_path()

@@ -1,0 +1,173 @@
+"""Reading a study's findings: ``load_study``, and the summary printed after a run.
+
+    study = load_study(executor_main(steps))          # the RunResult of a run
+    study = load_study(steps, "local_store")          # the steps and their prefix
+    study = load_study("local_store/isoflop-tiny")    # a study's folder (or its report's)
+    study.labels, study.fits["plays"].approach2.params.exponent
+    study.predictions["plays"].within_interval, study.comparisons[0].compute_multiplier
+
+All three return the same ``StudyResult``: from the report's ``study.json`` when the report
+step has run, else assembled from ``fit.json``, ``runs.csv`` and the labels'
+``prediction.json`` (a study folder written by the previous format reads that way too).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from marin.scaling_laws.study.artifacts import (
+    FIT,
+    PREDICTION,
+    RESULT,
+    ArtifactError,
+    StudyResult,
+    read_result,
+)
+from marin.scaling_laws.study.steps import (
+    fit_study,
+    run_prediction,
+    study_result,
+    write_study_report,
+)
+from marin.storage.files import exists, glob, join_url
+
+if TYPE_CHECKING:
+    from marin.execution.executor import RunResult
+    from marin.execution.graph import StepGraph
+    from marin.execution.planning import Plan
+
+__all__ = ["StudyOutputs", "load_study", "print_study_summary", "study_outputs"]
+
+
+@dataclass(frozen=True)
+class StudyOutputs:
+    """Where a study's fit, report and each label's prediction write (None: no such step)."""
+
+    fit: str | None = None
+    report: str | None = None
+    title: str = ""
+    predictions: dict[str, str] = field(default_factory=dict)
+
+
+def study_outputs(graph: StepGraph) -> StudyOutputs:
+    """The output folders of a study's ``fit``, ``prediction`` and ``report`` steps."""
+    fit = report = None
+    title, predictions = "", {}
+    for node in graph.nodes:
+        if node.step.fn is fit_study:
+            fit = node.output_path
+        elif node.step.fn is write_study_report:
+            report, title = node.output_path, node.step.config.title
+        elif node.step.fn is run_prediction:
+            predictions[node.step.config.label] = node.output_path
+    return StudyOutputs(fit, report, title, predictions)
+
+
+def load_study(source: Any, prefix: str | None = None) -> StudyResult:
+    """A study's ``StudyResult`` from a ``RunResult``, from its steps and prefix, or from
+    its folder; a study not fitted yet is a one-line ``ArtifactError``."""
+    from marin.execution.executor import Executor, RunResult
+    from marin.execution.planning import Plan
+
+    if isinstance(source, RunResult):
+        return _from_outputs(study_outputs(source.plan.graph))
+    if isinstance(source, Plan):
+        return _from_outputs(study_outputs(source.graph))
+    if isinstance(source, str):
+        if prefix is not None:
+            raise TypeError("load_study(path) takes no prefix; load_study(steps, prefix) "
+                            "takes steps")
+        return _from_folder(source)
+    if isinstance(source, Sequence):
+        if prefix is None:
+            raise TypeError("load_study(steps, prefix): give the prefix the steps ran under")
+        return _from_outputs(study_outputs(Executor(prefix).graph(list(source))))
+    raise TypeError(f"load_study takes a RunResult, steps and a prefix, or a folder; got "
+                    f"{type(source).__name__}")
+
+
+def _from_outputs(out: StudyOutputs) -> StudyResult:
+    if out.fit is None:
+        raise ArtifactError("these steps hold no study fit step; give the steps that "
+                            "isoflop_study returned")
+    if out.report is not None:  # the report's copy, if it was written from this fit
+        stored = read_result(out.report)
+        if stored is not None:
+            return stored
+    return study_result(out.title, out.fit, out.predictions)
+
+
+def _from_folder(path: str) -> StudyResult:
+    """``path`` is a report's folder, or a study's folder with ``report-*``, ``fit-*`` and
+    ``prediction*`` step folders in it (the newest of each)."""
+    path = path.rstrip("/")
+    if exists(join_url(path, RESULT)):
+        return read_result(path)
+    if exists(join_url(path, FIT)):
+        return study_result("", path, {})
+    if not exists(path):
+        raise ArtifactError(f"{path} does not exist; give a study's folder under the "
+                            "prefix (e.g. local_store/isoflop-tiny)")
+    report = _newest(join_url(path, "report-*", RESULT))
+    if report is not None:
+        return read_result(report)
+    fit = _newest(join_url(path, "fit-*", FIT))
+    if fit is None:
+        raise ArtifactError(f"{path} holds no study: no report-*/{RESULT} and no fit-*/{FIT}")
+    predictions = {}
+    single = _newest(join_url(path, "prediction-*", PREDICTION))
+    if single is not None:
+        predictions["default"] = single
+    for url in glob(join_url(path, "prediction", "*", PREDICTION)):
+        label = url.rstrip("/").split("/")[-2].rsplit("-", 1)[0]
+        found = _newest(join_url(path, "prediction", f"{label}-*", PREDICTION))
+        if found is not None:
+            predictions[label] = found
+    return study_result("", fit, predictions)
+
+
+def _newest(pattern: str) -> str | None:
+    """The folder of the file matching ``pattern`` written last (a study rerun with another
+    config leaves the older step folders beside the new ones)."""
+    from marin.storage.files import url_to_fs
+
+    found = []
+    for url in glob(pattern):
+        fs, fs_path = url_to_fs(url)
+        try:
+            stamp = fs.modified(fs_path).timestamp()
+        except (NotImplementedError, OSError):
+            stamp = 0.0
+        found.append((stamp, url.rstrip("/").rsplit("/", 1)[0]))
+    return max(found)[1] if found else None
+
+
+def print_study_summary(result: RunResult | Plan, options: Any = None,
+                        file: Any = None) -> None:
+    """After ``executor_main`` (or as an ``Experiment``'s ``after``): the findings of the
+    run that ``result`` is, and where its report is. Nothing for a dry run (a ``Plan``), nor
+    when this run did not finish the report (a summary of an older run would mislead)."""
+    from marin.execution.executor import RunResult
+    from marin.execution.states import StepState
+    from marin.scaling_laws.study.summary import summary_lines
+
+    if not isinstance(result, RunResult) or not result.ok:
+        return
+    out = study_outputs(result.plan.graph)
+    stored = {e.output_path: e.status for e in result.plan.entries}
+    done = {s.output_path for s in result.steps  # this run's, or an earlier run's, skipped
+            if s.state.is_done or (s.state is StepState.SKIPPED
+                                   and stored.get(s.output_path) is StepState.SUCCEEDED)}
+    if out.fit is None or out.report is None or out.report not in done:
+        return
+    try:
+        study = _from_outputs(out)
+    except ArtifactError:
+        return
+    stream = file or sys.stdout
+    for line in summary_lines(study):
+        print(line, file=stream)
+    print(f"report: {join_url(out.report, 'report.md')}", file=stream)

@@ -1,0 +1,106 @@
+"""The report's plots, every label overlaid: ``isoflops``, ``scaling`` and ``prediction``,
+each as PNG and interactive HTML.
+
+    stems = draw_plots(result, "/tmp/plots")     # ["isoflops", "scaling", "prediction"]
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from marin.scaling_laws.study.artifacts import StudyResult
+
+__all__ = ["draw_plots"]
+
+
+def _analysis(fit: Any) -> Any:
+    from marin.scaling_laws.isoflop_analysis import IsoFlopAnalysis
+
+    a2 = fit.approach2
+    return IsoFlopAnalysis(budgets=[b.budget_fit() for b in fit.budgets],
+                           params_fit=a2.params.scaling_fit() if a2 else None,
+                           tokens_fit=a2.tokens.scaling_fit() if a2 else None)
+
+
+def draw_plots(result: StudyResult, folder: str, target: float | None = None) -> list[str]:
+    """The plots into ``folder``; their stems. The scaling plot extrapolates to ``target``
+    (default: the held-out budget)."""
+    from marin.scaling_laws.plots import write_isoflop_overlay, write_scaling_overlay
+    from marin.scaling_laws.study.fitting import clean_rows
+
+    named = len(result.labels) > 1
+    analyses = {label: _analysis(result.fits[label]) for label in result.labels}
+    curves = {label if named else None: (analyses[label], [r.record() for r in
+                                                          clean_rows(result.runs_of(label))[0]])
+              for label in result.labels if analyses[label].budgets}
+    made = []
+    if curves:
+        write_isoflop_overlay(curves, os.path.join(folder, "isoflops"), result.metric)
+        made.append("isoflops")
+    laws = {label if named else None: analyses[label] for label in result.labels
+            if analyses[label].params_fit is not None}
+    if laws:
+        budgets = {p.budget for p in result.predictions.values()}
+        target = target or (max(budgets) if budgets else None)
+        write_scaling_overlay(laws, os.path.join(folder, "scaling"), target=target)
+        made.append("scaling")
+    checked = {label: p for label, p in result.predictions.items()
+               if p.achieved_loss is not None and p.predicted_loss is not None
+               and p.candidate is not None}
+    if checked:
+        _prediction_plot(result, checked, os.path.join(folder, "prediction"))
+        made.append("prediction")
+    return made
+
+
+def _prediction_plot(result: StudyResult, checked: dict[str, Any], stem: str) -> None:
+    """Per label: the predicted metric against model size at the held-out budget (Approach 3
+    along the budget), the prediction with its interval, and the trained run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import plotly.graph_objects as go
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    page = go.Figure()
+    for label, p in checked.items():
+        c = p.candidate
+        a3 = result.fits[label].approach3
+        if a3 is not None:
+            parametric = a3.parametric()
+            grid = np.geomspace(c.params / 8, c.params * 8, 100)
+            # a fixed budget: D scales as 1 / N (C ~ 6 N D)
+            curve = parametric.loss(grid, c.tokens * c.params / grid)
+            ax.plot(grid, curve, label=f"{label}: Approach 3 at this budget")
+            page.add_trace(go.Scatter(x=grid, y=curve, mode="lines",
+                                      name=f"{label}: Approach 3"))
+        low, high = p.predicted_loss_interval or (p.predicted_loss,) * 2
+        ax.errorbar([c.params], [p.predicted_loss], yerr=[[p.predicted_loss - low],
+                                                          [high - p.predicted_loss]],
+                    fmt="o", capsize=4, label=f"{label}: predicted (95%)")
+        ax.plot([c.params], [p.achieved_loss], "*", markersize=14, label=f"{label}: achieved")
+        error_y = {"type": "data", "symmetric": False, "array": [high - p.predicted_loss],
+                   "arrayminus": [p.predicted_loss - low]}
+        page.add_trace(go.Scatter(x=[c.params], y=[p.predicted_loss], mode="markers",
+                                  name=f"{label}: predicted", error_y=error_y))
+        page.add_trace(go.Scatter(x=[c.params], y=[p.achieved_loss], mode="markers",
+                                  name=f"{label}: achieved",
+                                  marker={"symbol": "star", "size": 14}))
+    budget = next(iter(checked.values())).budget
+    errors = ", ".join(f"{label} {p.error_percent:+.2f}%" for label, p in checked.items())
+    ax.set_xscale("log")
+    ax.set_xlabel("parameters")
+    ax.set_ylabel(result.metric)
+    ax.set_title(f"Held-out budget {budget:.3g} FLOPs: error {errors}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(f"{stem}.png", dpi=120)
+    plt.close(fig)
+    page.update_layout(title=f"Held-out budget {budget:.3g} FLOPs",
+                       xaxis={"type": "log", "title": "parameters"},
+                       yaxis={"title": result.metric})
+    page.write_html(f"{stem}.html", include_plotlyjs=True, full_html=True)

@@ -1,0 +1,97 @@
+"""A study's table of runs, ``runs.csv``: ``RunRow`` and its columns.
+
+    row = row_from_columns({"params": "4e4", "tokens": "1e6", "loss": "3.2"}, "t.csv", "row 1")
+    text = rows_csv([row])
+
+``marin.scaling_laws.study.artifacts`` reads and writes the file; ``marin scaling fit``
+reads any results table through ``row_from_columns`` too, so both apply one schema.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from marin.scaling_laws.study.codec import ArtifactError
+
+__all__ = ["RunRow", "row_from_columns", "rows_csv"]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run as the fits read it (a row of ``runs.csv``); ``loss`` is the study's metric."""
+
+    run: str
+    budget: float | None
+    params: float
+    tokens: float
+    flops: float
+    loss: float
+    status: str = "ok"
+    reason: str | None = None
+    label: str = "default"
+    group: str = ""
+    seed: int = 0
+    replicate_of: str | None = None
+    hidden_dim: int | None = None
+    num_layers: int | None = None
+    train_loss: float | None = None
+    first_eval_loss: float | None = None
+
+    def record(self) -> Any:
+        from marin.scaling_laws.isoflop_analysis import RunRecord
+
+        return RunRecord(self.params, self.tokens, self.flops, self.loss, self.budget)
+
+
+_COLUMNS = ("run", "group", "label", "budget", "seed", "replicate_of", "hidden_dim",
+            "num_layers", "params", "tokens", "flops", "loss", "train_loss", "first_eval_loss",
+            "status", "reason")
+
+
+def rows_csv(rows: Sequence[RunRow]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(_COLUMNS)
+    for row in rows:
+        writer.writerow(["" if getattr(row, c) is None else getattr(row, c) for c in _COLUMNS])
+    return buffer.getvalue()
+
+
+def row_from_columns(r: Mapping[str, Any], where: str, default_run: str) -> RunRow:
+    """A ``RunRow`` from a table's columns (a ``runs.csv`` row, or any results table with
+    ``params``, ``tokens``, ``loss`` and optional ``flops``, ``budget``, ``run``, ``label``,
+    ``status``, ``reason``, ``replicate_of`` ...); ``flops`` defaults to ``6 * params *
+    tokens``. A table of the previous format (no label or seed) reads as label ``default``."""
+    def number(key: str, kind: type = float) -> Any:
+        value = r.get(key)
+        if value is None or value == "":
+            return None
+        try:
+            number = float(value)
+            return int(number) if kind is int else number
+        except (TypeError, ValueError):
+            raise ArtifactError(f"{where}: {key}={value!r} is not a number") from None
+
+    def text(key: str) -> str | None:
+        value = r.get(key)
+        return None if value is None or value == "" else str(value)
+
+    def measured(key: str) -> float:
+        value = number(key)
+        return math.nan if value is None else value
+
+    params, tokens = measured("params"), measured("tokens")
+    return RunRow(run=text("run") or default_run, group=text("group") or "",
+                  label=text("label") or "default", budget=number("budget"),
+                  seed=number("seed", int) or 0, replicate_of=text("replicate_of"),
+                  hidden_dim=number("hidden_dim", int), num_layers=number("num_layers", int),
+                  params=params, tokens=tokens,
+                  flops=measured("flops") if "flops" in r else 6 * params * tokens,
+                  loss=measured("loss"), train_loss=number("train_loss"),
+                  first_eval_loss=number("first_eval_loss"), status=text("status") or "ok",
+                  reason=text("reason"))

@@ -10,8 +10,10 @@ Outputs under the step's path: ``metrics.jsonl`` (per step, in Levanter's names,
 ``marin.training.metric_names``: ``train/loss``, ``optim/learning_rate``,
 ``throughput/tokens_per_second``, ``throughput/mfu`` against the hardware preset's peak,
 step time, total tokens and GFLOPs, wall-clock time, gradient norm; ``eval/loss`` and
-``eval/bpb`` at intervals), ``summary.json`` (params, tokens, FLOPs, final train and eval
-loss: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
+``eval/bpb`` at intervals, and with named validation sets ``eval/<set>/loss``,
+``eval/<set>/bpb`` and their macro averages, see ``marin.training.evaluation``),
+``summary.json`` (a ``RunSummary``: params, tokens, FLOPs, final train and eval figures,
+tokens per mixture component: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
 ``marin.training.checkpoint``), whatever the run's ``trackers`` write (``marin.trackers``)
 and, when asked, a JAX profile of a step range.
 
@@ -19,7 +21,8 @@ A step's ``step_time`` (and so its tokens/s and MFU) leaves out the time JAX spe
 and compiling during it, recorded as ``compile_time`` on the steps that compiled (the first
 step of a run or of a resumed run).
 
-The loop is short: each step runs the jitted update on the ``TrainerState``
+The data is one token cache or a weighted mixture (``marin.training.data``,
+``marin.processing.tokenize.loader``). The loop is short: each step runs the jitted update on the ``TrainerState``
 (``marin.training.state``: step, model and optimizer state, donated whole), then the hooks
 in order (``marin.training.hooks``): evaluation every ``eval_every`` steps, the metrics log,
 a checkpoint every ``checkpoint_every`` steps; the profiler wraps the steps it captures.

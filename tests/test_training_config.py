@@ -40,7 +40,9 @@ import json, sys
 from marin.training import TrainLmConfig, DataComponent, ValidationSet, RunSummary
 from marin.training.config import TrainLmConfig
 from marin.training.summary import read_summary
-TrainLmConfig(cache_path="/c", model=None, batch_size=1, train_steps=1, optimizer=None)
+from marin.training.hyperparameters import OptimizerHyperparameters
+TrainLmConfig(cache_path="/c", model=None, batch_size=1, train_steps=1,
+              optimizer=OptimizerHyperparameters(1e-2, 1e-2, 1e-8, 0.9, 0.95))
 print(json.dumps(sorted(m for m in sys.modules
                         if m.split(".")[0] in ("jax", "jaxlib", "equinox", "haliax", "optax"))))
 """
@@ -86,6 +88,8 @@ def test_the_trainer_re_exports_the_config():
      r"^TrainLmConfig.validation\[0\] \('v'\) has no cache_path"),
     ({"compilation_cache": ""}, r"^TrainLmConfig.compilation_cache must be a folder or None"),
     ({"train_steps": 0}, r"^TrainLmConfig.train_steps must be positive, got 0"),
+    ({"optimizer": OptimizerHyperparameters(1e-2, 1e-2, 1e-8, 0.9, 0.95, optimizer="sgd")},
+     r"^TrainLmConfig.optimizer.optimizer must be 'adamw' or 'adamh', got 'sgd'"),
 ])
 def test_bad_values_fail_when_the_config_is_built_in_one_line(changes, message):
     with pytest.raises(TrainingConfigError, match=message) as caught:
@@ -103,8 +107,13 @@ def test_good_data_and_validation_settings_are_kept():
 
 
 def test_the_default_compilation_cache_is_under_marins_cache_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("MARIN_CACHE_DIR", str(tmp_path))
-    assert Path(config().compilation_cache).parent == tmp_path
+    from marin.training.config import compilation_cache_folder
+
+    monkeypatch.setenv("MARIN_CACHE_DIR", str(tmp_path))  # read when the run starts
+    assert compilation_cache_folder(config().compilation_cache) == str(
+        tmp_path / "jax-compilation")
+    assert compilation_cache_folder(config(compilation_cache="/x").compilation_cache) == "/x"
+    assert compilation_cache_folder(config(compilation_cache=None).compilation_cache) is None
 
 
 def test_the_compilation_cache_and_trackers_do_not_change_the_steps_identity():

@@ -26,7 +26,8 @@ import jax
 __all__ = ["CacheEvents", "use_compilation_cache"]
 
 _lock = threading.Lock()
-_current: list[str | None] = [None]  # the folder this module last set (None: off)
+_UNSET = object()
+_current: list[object] = [_UNSET]  # the folder this module last set (None: off)
 
 
 def use_compilation_cache(folder: str | None) -> None:
@@ -36,7 +37,7 @@ def use_compilation_cache(folder: str | None) -> None:
     with _lock:
         if folder == _current[0] and (folder is None or
                                       jax.config.jax_compilation_cache_dir == folder):
-            return
+            return  # as this module left it (nothing else changed the folder since)
         if folder is None:
             jax.config.update("jax_enable_compilation_cache", False)
         else:

@@ -24,8 +24,9 @@ from marin.models.config import TransformerConfig
 from marin.trackers.config import TrackerConfig, TrackerConfigError
 from marin.training.hyperparameters import OptimizerHyperparameters
 
-__all__ = ["DataComponent", "TrainLmConfig", "TrainingConfigError", "TrainingDivergedError",
-           "TrainingOutOfMemoryError", "ValidationSet", "default_compilation_cache"]
+__all__ = ["DEFAULT_COMPILATION_CACHE", "DataComponent", "TrainLmConfig", "TrainingConfigError",
+           "TrainingDivergedError", "TrainingOutOfMemoryError", "ValidationSet",
+           "compilation_cache_folder"]
 
 
 class TrainingDivergedError(RuntimeError):
@@ -69,9 +70,17 @@ class ValidationSet:
     cache_path: Any  # a path, or a placeholder until the executor resolves it
 
 
-def default_compilation_cache() -> str:
-    """The JAX persistent compilation cache's default folder, under marin's cache folder."""
-    return str(cache_dir() / "jax-compilation")
+#: ``TrainLmConfig.compilation_cache``'s default: a folder of the machine that runs the step
+DEFAULT_COMPILATION_CACHE = "default"
+
+
+def compilation_cache_folder(setting: str | None) -> str | None:
+    """The folder a ``compilation_cache`` setting names: ``"default"`` is
+    ``$MARIN_CACHE_DIR/jax-compilation`` (else ``~/.cache/marin/jax-compilation``), read on
+    the machine that trains; None: no cache."""
+    if setting == DEFAULT_COMPILATION_CACHE:
+        return str(cache_dir() / "jax-compilation")
+    return setting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +119,8 @@ class TrainLmConfig:
             plugin names) of the ``marin.trackers`` group, e.g. ``json``, ``tensorboard``,
             ``wandb``. Unversioned: trackers change no result.
         compilation_cache: the folder of JAX's persistent compilation cache, shared by
-            runs (default: under ``$MARIN_CACHE_DIR``); None turns it off. Unversioned.
+            runs; ``"default"``: ``$MARIN_CACHE_DIR/jax-compilation`` of the machine that
+            trains (``compilation_cache_folder``); None turns it off. Unversioned.
     """
 
     cache_path: Any = None  # a path, or a placeholder until the executor resolves it
@@ -134,8 +144,7 @@ class TrainLmConfig:
     hardware: str = unversioned_field(default="cpu")
     profile_steps: tuple[int, int] | None = unversioned_field(default=None)
     trackers: list[TrackerConfig] = unversioned_field(default_factory=list)  # noqa: RUF009
-    compilation_cache: str | None = unversioned_field(
-        default_factory=default_compilation_cache)
+    compilation_cache: str | None = unversioned_field(default=DEFAULT_COMPILATION_CACHE)
 
     def __post_init__(self) -> None:
         from marin.trackers.fanout import check_trackers
@@ -149,6 +158,10 @@ class TrainLmConfig:
             if getattr(self, name) <= 0:
                 raise TrainingConfigError(f"TrainLmConfig.{name} must be positive, got "
                                           f"{getattr(self, name)}")
+        kind = getattr(self.optimizer, "optimizer", None)
+        if kind not in ("adamw", "adamh"):
+            raise TrainingConfigError(f"TrainLmConfig.optimizer.optimizer must be 'adamw' or "
+                                      f"'adamh', got {kind!r}")
         if self.compilation_cache is not None and (
                 not isinstance(self.compilation_cache, str) or not self.compilation_cache):
             raise TrainingConfigError(

@@ -2,6 +2,9 @@
 
     tx, schedule = build_optimizer(hyper, total_steps, params)
     # tx: clipping, then AdamW or AdamH; schedule: the learning rate at each step
+    optimizer = Optimizer.of(hyper, total_steps, params)  # what shapes the program
+    values = optimizer.values(hyper, total_steps)    # what does not: traced arrays
+    tx = optimizer.transformation(values)            # inside the jitted update
 
 * ``adamw``: optax AdamW; weight decay on matrices only.
 * ``adamh`` (Marin/Levanter's AdamH, the optimizer CompletedAdamhHeuristic assumes): Adam
@@ -12,10 +15,20 @@
 
 Schedules are warmup-stable-decay: linear warmup over ``warmup_fraction`` of the steps, a
 constant plateau, and a linear decay to zero over the last ``decay_fraction``.
+
+Design note: the learning rates, weight decay, gradient-clipping norm, z-loss weight and
+the schedule's step counts are ``HyperValues``, arrays the jitted update takes as inputs,
+not constants of its program: a run with another learning rate or length runs the program
+already compiled (and cached, see ``marin.training.compilation``). What stays in the
+program is what changes its operations or its constants' rounding: the optimizer, Adam's
+betas and epsilon, and whether there is warmup, decay, clipping or a z-loss at all. The
+schedule repeats optax's linear-schedule arithmetic operation for operation, so a run's
+learning rates, and so its losses, are the same bits as with the constants.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -27,20 +40,45 @@ from marin.training.hyperparameters import OptimizerHyperparameters
 MATRIX, STACKED_MATRIX, OTHER = "matrix", "stacked_matrix", "other"
 
 
-def wsd_schedule(peak: float, total_steps: int, warmup_fraction: float,
-                 decay_fraction: float) -> optax.Schedule:
+def schedule_steps(total_steps: int, warmup_fraction: float, decay_fraction: float
+                   ) -> tuple[int, int, int]:
+    """(warmup steps, step the decay starts at, decay steps) of a warmup-stable-decay run."""
     warmup = max(1, int(total_steps * warmup_fraction)) if warmup_fraction > 0 else 0
     decay = int(total_steps * decay_fraction)
     stable = max(0, total_steps - warmup - decay)
+    return warmup, warmup + stable, decay
+
+
+def wsd_schedule(peak: Any, total_steps: int, warmup_fraction: float,
+                 decay_fraction: float) -> optax.Schedule:
+    warmup, decay_start, decay = schedule_steps(total_steps, warmup_fraction, decay_fraction)
+    return _wsd(peak, (warmup, decay_start, decay), warmup > 0, decay > 0)
+
+
+def _wsd(peak: Any, steps: tuple[Any, Any, Any], warmup: bool, decay: bool
+         ) -> optax.Schedule:
+    """Warmup-stable-decay; ``peak`` and ``steps`` (``schedule_steps``'s) may be traced,
+    ``warmup`` and ``decay`` say which pieces there are."""
     pieces, bounds = [], []
     if warmup:
-        pieces.append(optax.linear_schedule(0.0, peak, warmup))
-        bounds.append(warmup)
-    pieces.append(optax.constant_schedule(peak))
+        pieces.append(_linear(0.0, peak, steps[0]))
+        bounds.append(steps[0])
+    pieces.append(lambda count: peak)
     if decay:
-        bounds.append(warmup + stable)
-        pieces.append(optax.linear_schedule(peak, 0.0, decay))
+        bounds.append(steps[1])
+        pieces.append(_linear(peak, 0.0, steps[2]))
     return optax.join_schedules(pieces, bounds) if bounds else pieces[0]
+
+
+def _linear(init: Any, end: Any, steps: Any) -> optax.Schedule:
+    """optax.linear_schedule with ``steps`` > 0 that may be traced (optax's arithmetic)."""
+
+    def schedule(count):
+        count = jnp.clip(count, 0, steps)
+        frac = 1 - count / steps
+        return (init - end) * (frac**1) + end
+
+    return schedule
 
 
 def parameter_labels(params: Any) -> Any:
@@ -86,23 +124,77 @@ def _hyperball_step(lr_schedule, adam_lr_schedule, labels) -> optax.GradientTran
     return optax.GradientTransformation(init, update)
 
 
+class HyperValues(NamedTuple):
+    """The hyperparameters the jitted update takes as inputs (scalar arrays)."""
+
+    learning_rate: Any
+    adam_learning_rate: Any
+    weight_decay: Any
+    max_grad_norm: Any
+    z_loss_weight: Any
+    warmup_steps: Any
+    decay_start: Any
+    decay_steps: Any
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """What of the optimizer shapes its compiled program (see the design note)."""
+
+    optimizer: str
+    beta1: float
+    beta2: float
+    epsilon: float
+    warmup: bool
+    decay: bool
+    clip: bool
+    z_loss: bool
+    labels: Any
+
+    @staticmethod
+    def of(hyper: OptimizerHyperparameters, total_steps: int, params: Any) -> Optimizer:
+        if hyper.optimizer not in ("adamw", "adamh"):
+            raise ValueError(f"optimizer.optimizer must be 'adamw' or 'adamh', got "
+                             f"{hyper.optimizer!r}")
+        warmup, _, decay = schedule_steps(total_steps, hyper.warmup_fraction,
+                                          hyper.decay_fraction)
+        return Optimizer(hyper.optimizer, hyper.beta1, hyper.beta2, hyper.epsilon,
+                         warmup > 0, decay > 0, bool(hyper.max_grad_norm),
+                         bool(hyper.z_loss_weight), parameter_labels(params))
+
+    @staticmethod
+    def values(hyper: OptimizerHyperparameters, total_steps: int) -> HyperValues:
+        """The traced inputs of a run of ``total_steps`` steps."""
+        steps = schedule_steps(total_steps, hyper.warmup_fraction, hyper.decay_fraction)
+        f32 = [jnp.asarray(x, jnp.float32) for x in (
+            hyper.learning_rate, hyper.adam_learning_rate, hyper.weight_decay,
+            hyper.max_grad_norm, hyper.z_loss_weight)]
+        return HyperValues(*f32, *(jnp.asarray(x, jnp.int32) for x in steps))
+
+    def schedule(self, values: HyperValues, peak: Any = None) -> optax.Schedule:
+        return _wsd(values.learning_rate if peak is None else peak,
+                    (values.warmup_steps, values.decay_start, values.decay_steps),
+                    self.warmup, self.decay)
+
+    def transformation(self, values: HyperValues) -> optax.GradientTransformation:
+        schedule = self.schedule(values)
+        clip = optax.clip_by_global_norm(values.max_grad_norm) if self.clip else \
+            optax.identity()
+        if self.optimizer == "adamw":
+            decay_mask = jax.tree.map(lambda kind: kind != OTHER, self.labels)
+            tx = optax.adamw(schedule, b1=self.beta1, b2=self.beta2, eps=self.epsilon,
+                             weight_decay=values.weight_decay, mask=decay_mask)
+        else:
+            adam_schedule = self.schedule(values, values.adam_learning_rate)
+            tx = optax.chain(optax.scale_by_adam(b1=self.beta1, b2=self.beta2,
+                                                 eps=self.epsilon),
+                             _hyperball_step(schedule, adam_schedule, self.labels))
+        return optax.chain(clip, tx)
+
+
 def build_optimizer(hyper: OptimizerHyperparameters, total_steps: int, params: Any
                     ) -> tuple[optax.GradientTransformation, optax.Schedule]:
-    schedule = wsd_schedule(hyper.learning_rate, total_steps, hyper.warmup_fraction,
-                            hyper.decay_fraction)
-    labels = parameter_labels(params)
-    clip = optax.clip_by_global_norm(hyper.max_grad_norm) if hyper.max_grad_norm else \
-        optax.identity()
-    if hyper.optimizer == "adamw":
-        decay_mask = jax.tree.map(lambda kind: kind != OTHER, labels)
-        tx = optax.adamw(schedule, b1=hyper.beta1, b2=hyper.beta2, eps=hyper.epsilon,
-                         weight_decay=hyper.weight_decay, mask=decay_mask)
-    elif hyper.optimizer == "adamh":
-        adam_schedule = wsd_schedule(hyper.adam_learning_rate, total_steps,
-                                     hyper.warmup_fraction, hyper.decay_fraction)
-        tx = optax.chain(optax.scale_by_adam(b1=hyper.beta1, b2=hyper.beta2, eps=hyper.epsilon),
-                         _hyperball_step(schedule, adam_schedule, labels))
-    else:
-        raise ValueError(f"optimizer.optimizer must be 'adamw' or 'adamh', got "
-                         f"{hyper.optimizer!r}")
-    return optax.chain(clip, tx), schedule
+    """The optimizer with its hyperparameters as constants, and its schedule."""
+    optimizer = Optimizer.of(hyper, total_steps, params)
+    values = optimizer.values(hyper, total_steps)
+    return optimizer.transformation(values), optimizer.schedule(values)

@@ -5,12 +5,20 @@
     state, metrics = update(state, tokens)      # one optimizer step; ``state`` is donated
     float(metrics["loss"]), int(state.step)
 
+    # hyperparameters as inputs of the program, carried by the state (one compile for all):
+    state = TrainerState.init(model, optimizer.transformation(values), hyper=values)
+    update = make_traced_update_fn(optimizer, dtype=jnp.bfloat16)
+    state, metrics = update(state, tokens)      # metrics["learning_rate"] too
+
 Design note: everything a step changes (the step count, the model, the optimizer state) is
 one ``equinox.Module``, and the update donates it whole (``filter_jit(donate="all")``).
 XLA then writes the new parameters and moments into the buffers of the old ones, so an
 accelerator holds one copy of each, not two: the 16 bytes per parameter that
 ``marin.models.memory`` budgets (fp32 parameters, gradients and two Adam moments). A caller
 must not touch a state (or a batch) after passing it to ``update``: its buffers are gone.
+The state also carries the optimizer's ``HyperValues`` (``marin.training.optimizer``), so
+that learning rates and schedule lengths are inputs of the compiled update, not constants;
+they are not checkpointed (a run's config gives them).
 """
 
 from __future__ import annotations
@@ -35,16 +43,19 @@ class TrainerState(eqx.Module):
         step: optimizer steps taken so far (an int32 scalar array).
         model: the model, float32 parameters.
         opt_state: the optax state of the model's inexact arrays.
+        hyper: the optimizer's ``HyperValues`` for ``make_traced_update_fn`` (else None).
     """
 
     step: jax.Array
     model: TransformerLM
     opt_state: Any
+    hyper: Any = None
 
     @staticmethod
-    def init(model: TransformerLM, tx: Any, step: int = 0) -> TrainerState:
+    def init(model: TransformerLM, tx: Any, step: int = 0, hyper: Any = None
+             ) -> TrainerState:
         return TrainerState(jnp.asarray(step, jnp.int32), model,
-                            tx.init(eqx.filter(model, eqx.is_inexact_array)))
+                            tx.init(eqx.filter(model, eqx.is_inexact_array)), hyper)
 
 
 def loss_fn(model: TransformerLM, tokens: jnp.ndarray, z_weight: float, dtype: Any
@@ -65,18 +76,36 @@ def loss_fn(model: TransformerLM, tokens: jnp.ndarray, z_weight: float, dtype: A
 def make_update_fn(tx: Any, z_weight: float, dtype: Any
                    ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
     """The jitted optimizer step: ``update(state, tokens) -> (state, {"loss", "grad_norm"})``,
-    donating ``state`` (and ``tokens``)."""
+    donating ``state`` (and ``tokens``); ``tx`` and ``z_weight`` are constants of it."""
+    return _jit_update(lambda state: tx, lambda state: z_weight, None, dtype)
+
+
+def make_traced_update_fn(optimizer: Any, dtype: Any
+                          ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
+    """As ``make_update_fn``, for an ``Optimizer`` whose values the state carries
+    (``state.hyper``); the metrics also hold the step's ``learning_rate``."""
+    return _jit_update(lambda state: optimizer.transformation(state.hyper),
+                       lambda state: state.hyper.z_loss_weight if optimizer.z_loss else 0.0,
+                       lambda state: optimizer.schedule(state.hyper)(state.step), dtype)
+
+
+def _jit_update(tx_of: Callable[[TrainerState], Any], z_of: Callable[[TrainerState], Any],
+                lr_of: Callable[[TrainerState], Any] | None, dtype: Any
+                ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
 
     @eqx.filter_jit(donate="all")
     def update(state: TrainerState, tokens: jax.Array) -> tuple[TrainerState, dict]:
+        tx = tx_of(state)
         (_, nll), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(
-            state.model, tokens, z_weight, dtype)
+            state.model, tokens, z_of(state), dtype)
         params = eqx.filter(state.model, eqx.is_inexact_array)
         updates, opt_state = tx.update(grads, state.opt_state, params)
         model = eqx.apply_updates(state.model, updates)
         grad_norm = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
-        return TrainerState(state.step + 1, model, opt_state), {"loss": nll,
-                                                                "grad_norm": grad_norm}
+        metrics = {"loss": nll, "grad_norm": grad_norm}
+        if lr_of is not None:
+            metrics["learning_rate"] = lr_of(state)
+        return TrainerState(state.step + 1, model, opt_state, state.hyper), metrics
 
     return update
 

@@ -10,8 +10,10 @@ Outputs under the step's path: ``metrics.jsonl`` (per step, in Levanter's names,
 ``marin.training.metric_names``: ``train/loss``, ``optim/learning_rate``,
 ``throughput/tokens_per_second``, ``throughput/mfu`` against the hardware preset's peak,
 step time, total tokens and GFLOPs, wall-clock time, gradient norm; ``eval/loss`` and
-``eval/bpb`` at intervals), ``summary.json`` (params, tokens, FLOPs, final train and eval
-loss: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
+``eval/bpb`` at intervals, and with named validation sets ``eval/<set>/loss``,
+``eval/<set>/bpb`` and their macro averages, see ``marin.training.evaluation``),
+``summary.json`` (a ``RunSummary``: params, tokens, FLOPs, final train and eval figures,
+tokens per mixture component: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
 ``marin.training.checkpoint``), whatever the run's ``trackers`` write (``marin.trackers``)
 and, when asked, a JAX profile of a step range.
 
@@ -19,7 +21,8 @@ A step's ``step_time`` (and so its tokens/s and MFU) leaves out the time JAX spe
 and compiling during it, recorded as ``compile_time`` on the steps that compiled (the first
 step of a run or of a resumed run).
 
-The loop is short: each step runs the jitted update on the ``TrainerState``
+The data is one token cache or a weighted mixture (``marin.training.data``,
+``marin.processing.tokenize.loader``). The loop is short: each step runs the jitted update on the ``TrainerState``
 (``marin.training.state``: step, model and optimizer state, donated whole), then the hooks
 in order (``marin.training.hooks``): evaluation every ``eval_every`` steps, the metrics log,
 a checkpoint every ``checkpoint_every`` steps; the profiler wraps the steps it captures.
@@ -55,12 +58,18 @@ from marin.training.config import (
     TrainingOutOfMemoryError,
     TrainLmConfig,
     ValidationSet,
+    compilation_cache_folder,
 )
 from marin.training.data import training_data, validation_sets
 from marin.training.evaluation import Validation
 from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
-from marin.training.optimizer import build_optimizer
-from marin.training.state import CompileClock, TrainerState, make_eval_fn, make_update_fn
+from marin.training.optimizer import Optimizer
+from marin.training.state import (
+    CompileClock,
+    TrainerState,
+    make_eval_fn,
+    make_traced_update_fn,
+)
 from marin.training.summary import EvalFigures, RunSummary, write_summary
 
 __all__ = ["DataComponent", "RunSummary", "TrainLmConfig", "TrainingConfigError",
@@ -107,7 +116,7 @@ def train_lm(config: TrainLmConfig) -> RunSummary:
     """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
     install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
     _check_config(config)
-    use_compilation_cache(config.compilation_cache)
+    use_compilation_cache(compilation_cache_folder(config.compilation_cache))
     data = training_data(config)
     run = _Run(config)
     summary: RunSummary | None = None
@@ -130,9 +139,13 @@ class _Run:
         self.config = config
         dtype = jnp.dtype(config.compute_dtype)
         self.model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
-        self.tx, self.schedule = build_optimizer(
-            config.optimizer, config.train_steps, eqx.filter(self.model, eqx.is_inexact_array))
-        self.update = make_update_fn(self.tx, config.optimizer.z_loss_weight, dtype)
+        # hyperparameters that change no shape are inputs of the update, carried by the
+        # state: another learning rate or run length reuses the compiled program
+        optimizer = Optimizer.of(config.optimizer, config.train_steps,
+                                 eqx.filter(self.model, eqx.is_inexact_array))
+        self.hyper = optimizer.values(config.optimizer, config.train_steps)
+        self.tx = optimizer.transformation(self.hyper)
+        self.update = make_traced_update_fn(optimizer, dtype)
         self.sharding = _Sharding(config.batch_size)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
                                   config.log_every, open_trackers(config))
@@ -155,7 +168,8 @@ class _Run:
 
     def restore_or_init(self) -> tuple[TrainerState, int]:
         """The state at the latest complete checkpoint, or a fresh one; and its step."""
-        state = self.sharding.place_state(TrainerState.init(self.model, self.tx))
+        state = TrainerState.init(self.model, self.tx, hyper=self.hyper)
+        state = self.sharding.place_state(state)
         latest = self.checkpoints.latest_step()
         if latest is None:
             self.metrics.add({"step": 0, names.PARAMETER_COUNT: self.config.model.num_params()})
@@ -167,7 +181,7 @@ class _Run:
         self.metrics.truncate(start)
         logger.info("resumed from %s at step %d", step_folder(self.checkpoints.root, latest),
                     start)
-        return TrainerState(jnp.asarray(start, jnp.int32), model, opt_state), start
+        return TrainerState(jnp.asarray(start, jnp.int32), model, opt_state, state.hyper), start
 
     def train(self, state: TrainerState, data: TokenCacheDataset | MixtureDataset, start: int
               ) -> tuple[TrainerState, float]:
@@ -213,7 +227,7 @@ class _Run:
         elapsed = max(clock.elapsed - clock.seconds, 1e-9)
         tokens = config.batch_size * config.model.seq_len
         record = {"step": step + 1, names.TRAIN_LOSS: loss,
-                  names.LEARNING_RATE: float(self.schedule(step)),
+                  names.LEARNING_RATE: float(out["learning_rate"]),
                   names.GRAD_NORM: float(out["grad_norm"]), names.STEP_TIME: elapsed,
                   names.TOKENS_PER_SECOND: tokens / elapsed,
                   names.MFU: self.flops_per_step / elapsed / self.peak,

@@ -281,8 +281,8 @@ def test_train_step_turns_heuristic_candidates_into_executor_steps(cache: Path, 
     """A miniature sweep: candidates of a small budget, each trained through the executor."""
     from marin.execution import Executor
     from marin.processing.tokenize import tokenize_step
+    from marin.scaling_laws.runs import train_step
     from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
-    from marin.training import train_step
 
     heuristic = CompletedAdamhHeuristic(vocab_size=VOCAB, seq_len=64, hardware="cpu",
                                         devices=1, min_hidden=32, max_hidden=96,

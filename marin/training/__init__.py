@@ -1,6 +1,7 @@
-"""Training: the language-model trainer step, optimizers, checkpoints.
+"""Training: the language-model trainer, optimizers, checkpoints. The step of one IsoFLOP
+candidate is built above it, by ``marin.scaling_laws.runs.train_step``.
 
-    from marin.training import OptimizerHyperparameters, TrainLmConfig, train_lm, train_step
+    from marin.training import OptimizerHyperparameters, TrainLmConfig, train_lm
     from marin.training import DataComponent, ValidationSet, RunSummary, read_summary
 
 Design note: names are loaded on first use (PEP 562), so ``import marin.training`` or
@@ -25,7 +26,6 @@ _EXPORTS = {
     "ValidationSet": "marin.training.config",
     "read_summary": "marin.training.summary",
     "train_lm": "marin.training.trainer",
-    "train_step": "marin.training.trainer",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,10 +1,9 @@
 """Training a language model on a token cache: the step every IsoFLOP candidate runs.
 
-    step = train_step("train/tiny", tokenized, candidate, hardware="cpu")
-    # or by hand:
     ExecutorStep("train/tiny", train_lm, TrainLmConfig(cache_path=output_path_of(tokenized),
                  model=TransformerConfig(...), batch_size=8, train_steps=200,
                  optimizer=OptimizerHyperparameters(...)))
+    # one IsoFLOP candidate: marin.scaling_laws.runs.train_step(name, tokenized, candidate)
 
 Outputs under the step's path: ``metrics.jsonl`` (per step, in Levanter's names, see
 ``marin.training.metric_names``: ``train/loss``, ``optim/learning_rate``,
@@ -13,17 +12,18 @@ step time, total tokens and GFLOPs, wall-clock time, gradient norm; ``eval/loss`
 ``eval/bpb`` at intervals, and with named validation sets ``eval/<set>/loss``,
 ``eval/<set>/bpb`` and their macro averages, see ``marin.training.evaluation``),
 ``summary.json`` (a ``RunSummary``: params, tokens, FLOPs, final train and eval figures,
-tokens per mixture component: what the scaling fits read), ``checkpoints/`` (asynchronous, sharded: see
-``marin.training.checkpoint``), whatever the run's ``trackers`` write (``marin.trackers``)
-and, when asked, a JAX profile of a step range.
+tokens per mixture component: what the scaling fits read), ``checkpoints/`` (asynchronous,
+sharded: see ``marin.training.checkpoint``), whatever the run's ``trackers`` write
+(``marin.trackers``) and, when asked, a JAX profile of a step range.
 
 A step's ``step_time`` (and so its tokens/s and MFU) leaves out the time JAX spent tracing
 and compiling during it, recorded as ``compile_time`` on the steps that compiled (the first
 step of a run or of a resumed run).
 
 The data is one token cache or a weighted mixture (``marin.training.data``,
-``marin.processing.tokenize.loader``). The loop is short: each step runs the jitted update on the ``TrainerState``
-(``marin.training.state``: step, model and optimizer state, donated whole), then the hooks
+``marin.processing.tokenize.loader``). The loop is short: each step runs the jitted update
+on the ``TrainerState`` (``marin.training.state``: step, model and optimizer state, donated
+whole), then the hooks
 in order (``marin.training.hooks``): evaluation every ``eval_every`` steps, the metrics log,
 a checkpoint every ``checkpoint_every`` steps; the profiler wraps the steps it captures.
 """
@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import replace
 from typing import Any
 
 import equinox as eqx
@@ -42,10 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marin.execution.step import ComputeEstimate, ExecutorStep, StepResources, output_path_of
 from marin.models.transformer import TransformerLM
 from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
-from marin.scaling_laws.candidates import CandidateConfig
 from marin.services.log_service.handler import install_from_env
 from marin.storage.files import join_url
 from marin.training import metric_names as names
@@ -74,7 +71,7 @@ from marin.training.summary import EvalFigures, RunSummary, write_summary
 
 __all__ = ["DataComponent", "RunSummary", "TrainLmConfig", "TrainingConfigError",
            "TrainingDivergedError", "TrainingOutOfMemoryError", "ValidationSet",
-           "explain_out_of_memory", "train_lm", "train_step"]
+           "explain_out_of_memory", "train_lm"]
 
 logger = logging.getLogger("marin.training")
 
@@ -91,25 +88,6 @@ def explain_out_of_memory(error: Exception, batch_size: int, devices: int
         f"device(s) ({first}). Use a smaller batch size (for example {max(1, batch_size // 2)}"
         "), more devices, or a smaller model; `marin scaling candidates --hardware ...` "
         "estimates the memory of each candidate")
-
-
-def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
-               **overrides: Any) -> ExecutorStep:
-    """The training step of one IsoFLOP candidate on a tokenize step's cache."""
-    config = TrainLmConfig(cache_path=output_path_of(tokenized), model=candidate.model_config,
-                           batch_size=candidate.batch_size, train_steps=candidate.train_steps,
-                           optimizer=candidate.optimizer)
-    if candidate.hardware is not None:  # else the config's default preset measures MFU
-        config = replace(config, hardware=candidate.hardware)
-    config = replace(config, **overrides)
-    on_accelerators = candidate.hardware not in (None, "cpu")
-    return ExecutorStep(name, train_lm, config, resumable=True,  # resumes from checkpoints
-                        description=f"{candidate.params:.3g} params, {candidate.tokens:.3g} "
-                        f"tokens, {candidate.flops:.3g} FLOPs",
-                        resources=StepResources(gpus=candidate.devices if on_accelerators
-                                                else 0),
-                        estimate=ComputeEstimate(candidate.flops,
-                                                 candidate.estimated_device_hours or 0.0))
 
 
 def train_lm(config: TrainLmConfig) -> RunSummary:

@@ -105,9 +105,14 @@ def describe(candidate: CandidateConfig) -> str:
 def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
                **overrides: Any) -> ExecutorStep:
     """The training step of one candidate on a tokenize step's cache; resumable: a new
-    attempt resumes from the last checkpoint."""
+    attempt resumes from the last checkpoint. ``overrides`` are ``TrainLmConfig`` fields,
+    ``train_steps`` and ``batch_size`` included."""
     from marin.training.trainer import train_lm
 
-    config = training_config(candidate, output_path_of(tokenized), overrides)
+    # By hand, a shorter or smaller run of a candidate is a common wish (a smoke test, a
+    # profile); a study's train_options may not change what its candidates are.
+    shape = {k: overrides.pop(k) for k in ("train_steps", "batch_size") if k in overrides}
+    config = dataclasses.replace(training_config(candidate, output_path_of(tokenized),
+                                                 overrides), **shape)
     return ExecutorStep(name, train_lm, config, resumable=True, description=describe(candidate),
                         resources=resources_of(candidate), estimate=estimate_of(candidate))

@@ -26,6 +26,7 @@ import pytest
 import torch
 import transformers
 from safetensors import safe_open
+from tokenizers import Tokenizer
 
 from marin.execution import Executor, ExecutorStep
 from marin.execution.step import this_output_path
@@ -38,7 +39,7 @@ from marin.training import TrainLmConfig, train_lm
 from marin.training.checkpoint import Checkpoints
 from marin.training.optimizer import build_optimizer
 from marin.training.state import TrainerState
-from tests.conftest import ROOT
+from tests.conftest import ROOT, snapshot
 from tests.helpers.corpus import plays
 from tests.helpers.training import VOCAB, tiny_config
 
@@ -121,6 +122,7 @@ def test_the_cli_export_gives_marins_logits_at_every_position(trained: Trained, 
     out = tmp_path / "export"
     out.mkdir()
     (out / "notes.txt").write_text("an earlier export")
+    run_before = snapshot(trained.run)
     refused = one_line_error(marin_cli("export", "hf", str(trained.run), str(out)))
     assert "exists and is not empty" in refused and "--force" in refused
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
@@ -131,6 +133,7 @@ def test_the_cli_export_gives_marins_logits_at_every_position(trained: Trained, 
     assert sorted(p.name for p in out.iterdir()) == [
         "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # nothing left beside
+    assert snapshot(trained.run) == run_before  # the run is only read
     umask = os.umask(0o022)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask  # not the private scratch mode
@@ -164,29 +167,22 @@ def test_step_exports_that_committed_checkpoint(trained: Trained, tmp_path):
 def randomized(config: TransformerConfig, seed: int) -> TransformerLM:
     """A model whose every parameter is random: the norms' scales too (at initialisation
     they are all ones, which would hide a misplaced norm), and the embeddings at a standard
-    deviation of 1, so that logits are of order one and a misplaced weight shows."""
-    return _randomized(config, jax.random.PRNGKey(seed))
+    deviation of 1, so that logits are of order one and a misplaced weight shows. Drawn with
+    numpy into the model's structure (``eval_shape``): nothing is compiled."""
+    shapes = jax.eval_shape(lambda: TransformerLM.init(config, key=jax.random.PRNGKey(0)))
+    rng = np.random.default_rng(seed)
 
+    def draw(leaf: hax.NamedArray) -> hax.NamedArray:
+        names, shape = set(leaf.shape), leaf.array.shape
+        if "vocab" in names:
+            array = rng.normal(size=shape)
+        elif names <= {"layers", "embed"}:  # a norm's scale
+            array = 1.0 + 0.5 * rng.normal(size=shape)
+        else:  # a matrix (widths of 32 to 64 here: activations stay of order one)
+            array = 0.2 * rng.normal(size=shape)
+        return hax.named(jnp.asarray(array, jnp.float32), leaf.axes)
 
-@eqx.filter_jit  # one compiled program: eager initialisation takes seconds
-def _randomized(config: TransformerConfig, key: jax.Array) -> TransformerLM:
-    init_key, noise_key = jax.random.split(key)
-    model = TransformerLM.init(config, key=init_key)
-    leaves, tree = jax.tree.flatten(model, is_leaf=lambda x: isinstance(x, hax.NamedArray))
-    keys = jax.random.split(noise_key, len(leaves))
-    out = []
-    for leaf, leaf_key in zip(leaves, keys, strict=True):
-        if isinstance(leaf, hax.NamedArray):
-            noise = jax.random.normal(leaf_key, leaf.array.shape)
-            if "vocab" in leaf.shape:
-                array = noise
-            elif set(leaf.shape) <= {"layers", "embed"}:  # a norm's scale
-                array = 1.0 + 0.5 * noise
-            else:
-                array = leaf.array * (1.0 + 0.5 * noise)
-            leaf = hax.named(array, leaf.axes)
-        out.append(leaf)
-    return jax.tree.unflatten(tree, out)
+    return jax.tree.map(draw, shapes, is_leaf=lambda x: isinstance(x, hax.NamedArray))
 
 
 @pytest.mark.parametrize("tied, kv_heads, rope_theta, tokenizer", [
@@ -212,8 +208,6 @@ def test_every_parameter_lands_where_llama_reads_it(cache: Path, tmp_path, tied,
 
 
 def test_the_exported_bpe_tokenizer_gives_marins_ids(cache: Path, tmp_path):
-    from tokenizers import Tokenizer
-
     encoder = load_encoder(str(cache / "tokenizer"))
     export_model(randomized(SMALLEST, 0), encoder, str(tmp_path / "out"))
     texts = [plays(8)[7].read_text()[:20000], TRICKY]
@@ -227,8 +221,6 @@ def test_the_exported_bpe_tokenizer_gives_marins_ids(cache: Path, tmp_path):
 
 
 def test_gpt2s_tokenizer_json_built_offline_gives_marins_ids():
-    from tokenizers import Tokenizer
-
     encoder = load_encoder("gpt2")
     tokenizer = Tokenizer.from_str(gpt2_tokenizer_json())
     texts = [p.read_text() for p in plays(3)] + [TRICKY]
@@ -285,6 +277,31 @@ def test_a_folder_that_is_no_training_output_is_refused(trained: Trained, tmp_pa
     other = copy_run(trained, tmp_path / "other", lambda c: c.pop("model"))
     line = one_line_error(marin_cli("export", "hf", str(other), str(tmp_path / "out2")))
     assert "config has no 'model'" in line
+
+
+def test_the_tokenizer_comes_from_the_cache_when_the_config_names_none(trained: Trained,
+                                                                      tmp_path):
+    run = copy_run(trained, tmp_path / "run", lambda c: c.update(tokenizer=None),
+                   checkpoints=True)
+    export_hf(str(run), str(tmp_path / "out"))
+    exported = Tokenizer.from_file(str(tmp_path / "out" / "tokenizer.json"))
+    encoder = load_encoder(trained.config.tokenizer)  # the one the cache's ledger names
+    assert exported.encode(TRICKY).ids == encoder.encode_batch([TRICKY])[0]
+
+
+def test_a_tokenizer_that_is_not_the_models_is_refused(trained: Trained, tmp_path):
+    changed = tmp_path / "tokenizer"
+    shutil.copytree(trained.config.tokenizer, changed)
+    body = json.loads((changed / "tokenizer.json").read_text())
+    (changed / "tokenizer.json").write_text(json.dumps(body))  # the same tokens, other bytes
+    run = copy_run(trained, tmp_path / "run", lambda c: c.update(tokenizer=str(changed)),
+                   checkpoints=True)
+    with pytest.raises(ExportError, match="has changed since the run's token cache"):
+        export_hf(str(run), str(tmp_path / "out"))
+    line = one_line_error(marin_cli("export", "hf", str(trained.run), str(tmp_path / "out"),
+                                    "--tokenizer", "gpt2"))
+    assert "50257 tokens, more than TransformerConfig.vocab_size=512" in line
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_write_cut_short_leaves_no_export_and_keeps_the_old_one(cache: Path, tmp_path,

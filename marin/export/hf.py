@@ -25,6 +25,7 @@ from marin.export.folder import check_destination, new_folder
 from marin.export.llama import check_expressible, llama_config, llama_tensors
 from marin.export.run import ExportError, TrainedRun, read_run, restore_model
 from marin.export.tokenizer import tokenizer_files
+from marin.models.config import TransformerConfig
 
 __all__ = ["Export", "export_hf", "export_model"]
 
@@ -54,6 +55,7 @@ def export_hf(run_output: str, out: str, step: int | None = None, force: bool = 
     run = read_run(run_output, tokenizer)
     check_expressible(run.model)
     encoder = _encoder(run)
+    _check_vocabulary(encoder, run.model)
     model, step = restore_model(run, step)
     files = _write(model, encoder, out, force, {"marin_run": run.path, "marin_step": str(step)})
     return Export(out, step, files)
@@ -69,10 +71,7 @@ def _write(model: Any, encoder: Any, out: str, force: bool, provenance: dict[str
            ) -> tuple[str, ...]:
     from safetensors.numpy import save_file
 
-    if encoder.vocab_size > model.config.vocab_size:
-        raise ExportError(f"tokenizer {encoder.name!r} has {encoder.vocab_size} tokens, more "
-                          f"than TransformerConfig.vocab_size={model.config.vocab_size}: it is "
-                          "not the tokenizer the model was trained with; pass that one")
+    _check_vocabulary(encoder, model.config)
     config = llama_config(model, encoder.eos_id)
     tensors = llama_tensors(model)
     files = {CONFIG: json.dumps(config, indent=1).encode(),
@@ -82,6 +81,13 @@ def _write(model: Any, encoder: Any, out: str, force: bool, provenance: dict[str
         for name, data in files.items():
             (folder / name).write_bytes(data)
     return tuple(sorted([WEIGHTS, *files]))
+
+
+def _check_vocabulary(encoder: Any, config: TransformerConfig) -> None:
+    if encoder.vocab_size > config.vocab_size:
+        raise ExportError(f"tokenizer {encoder.name!r} has {encoder.vocab_size} tokens, more "
+                          f"than TransformerConfig.vocab_size={config.vocab_size}: it is not the "
+                          "tokenizer the model was trained with; pass that one with --tokenizer")
 
 
 def _encoder(run: TrainedRun) -> Any:

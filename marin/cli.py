@@ -152,6 +152,9 @@ def _parser() -> argparse.ArgumentParser:
     from marin.services.cli import add_parsers as add_service_parsers
 
     add_service_parsers(sub)  # services, logs, kv, status
+    from marin.export.commands import add_parsers as add_export_parsers
+
+    add_export_parsers(sub)  # export hf
     return parser
 
 

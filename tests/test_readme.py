@@ -2,10 +2,11 @@
 summary it prints has the shape of the README's sample, line by line, and the tour's
 commands that read the main job's outputs work as written on what the study wrote.
 
-The reduced study is the main job's graph (``isoflop_study`` named ``isoflop-tiny``, a
-trained BPE, three budgets, a held-out budget), run the way the main job runs, as a script
-whose ``Experiment`` has ``print_study_summary`` run after ``executor_main``; it uses eight plays, a
-smaller vocabulary and budgets about twenty times smaller, so it takes about a minute.
+The reduced study is the main job's graph (``isoflop_study`` named ``isoflop-tiny`` with the
+labels ``plays``, ``docs`` and their mixture ``mix``, one trained BPE, three budgets, a held-out
+budget, seed replicates), run the way the main job runs, as a script whose ``Experiment`` has
+``print_study_summary`` run after ``executor_main``; it uses five plays and a fifth of the
+Python documentation's topics, a smaller vocabulary and budgets about twenty times smaller.
 """
 
 from __future__ import annotations
@@ -50,21 +51,31 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?")
 
 
 def reduced_study() -> list:
-    """The reduced study's steps, on the plays in ``./corpus`` (see ``_corpus``)."""
-    corpus = StudyCorpus(train=("corpus/train",), validation=("corpus/validation",))
-    return isoflop_study(isoflop_tiny.NAME, corpus, BUDGETS, HEURISTIC, tokenizer_vocab_size=VOCAB,
-                         predict_budget=HELD_OUT, bootstrap=20,
+    """The reduced study's steps, on the texts in ``./plays`` and ``./docs`` (see
+    ``_corpus``)."""
+    corpora = {label: StudyCorpus(train=(f"{label}/train",), validation=(f"{label}/validation",))
+               for label in ("plays", "docs")}
+    return isoflop_study(isoflop_tiny.NAME, {**corpora, "mix": isoflop_tiny.CORPORA["mix"]},
+                         BUDGETS, HEURISTIC, tokenizer_vocab_size=VOCAB, predict_budget=HELD_OUT,
+                         bootstrap=20, replicates=isoflop_tiny.REPLICATES,
                          train_options={"compute_dtype": "float32", "eval_batches": 2,
                                         "log_every": 1000})
 
 
-def _corpus(root: Path, count: int = 8) -> None:
+def _corpus(root: Path, count: int = 5) -> None:
+    from pydoc_data.topics import topics
+
     texts = plays(count)
-    for folder in ("train", "validation"):
-        (root / "corpus" / folder).mkdir(parents=True)
+    for label in ("plays", "docs"):
+        for folder in ("train", "validation"):
+            (root / label / folder).mkdir(parents=True)
     for play in texts[:-1]:
-        shutil.copy(play, root / "corpus" / "train" / f"{play.stem}.txt")
-    shutil.copy(texts[-1], root / "corpus" / "validation" / f"{texts[-1].stem}.txt")
+        shutil.copy(play, root / "plays" / "train" / f"{play.stem}.txt")
+    shutil.copy(texts[-1], root / "plays" / "validation" / f"{texts[-1].stem}.txt")
+    names = sorted(topics)[::5]
+    for i, name in enumerate(names):
+        folder = "validation" if i % 4 == 3 else "train"
+        (root / "docs" / folder / f"{name}.txt").write_text(topics[name])
 
 
 def shape(line: str) -> str:
@@ -91,10 +102,23 @@ def study_run(tmp_path_factory) -> tuple[Path, list[str]]:
     return root, lines[start:]
 
 
-def test_the_readme_sample_has_the_shape_of_what_the_run_prints(study_run):
+def kind(line: str) -> str:
+    """What a summary line is about: its shape up to the colon after its subject
+    (``plays: Approach <n>``, ``compute multiplier of docs against plays at <n> FLOPs (loss
+    <n>)``). A reduced study's fits may fail where the main job's succeed (too few runs to
+    bracket an optimum), so the figures after it are the run's own."""
+    head, _, rest = line.partition(": ")
+    if head in {"plays", "docs", "mix"}:
+        return f"{head}: {shape(rest.partition(': ')[0].partition(' (')[0])}"
+    return shape(head)
+
+
+def test_the_readme_sample_has_the_lines_of_what_the_run_prints(study_run):
     _, printed = study_run
     sample = sample_output(README, "tests/test_readme.py")
-    assert [shape(line) for line in sample] == [shape(line) for line in printed]
+    assert [kind(line) for line in sample] == [kind(line) for line in printed]
+    assert shape(sample[0]) == shape(printed[0]) and shape(sample[1]) == shape(printed[1])
+    assert shape(sample[-1]) == shape(printed[-1])  # the report's path
     assert printed[0].endswith(" succeeded") and "failed" not in printed[0]
 
 
@@ -110,6 +134,16 @@ def test_a_second_run_skips_every_step_and_prints_the_same_summary(study_run):
     steps = printed[0].split()[1]  # "executor: 14 steps: 14 succeeded"
     assert again[0] == f"executor: {steps} steps: {steps} skipped"
     assert again[1:] == printed[1:] and len(again) > 1
+
+
+def test_the_kind_of_a_line_is_its_subject():
+    assert kind("plays: Approach 2: N_opt = 0.0149 * C^0.580 (exponent +/- 0.116)") == \
+        kind("plays: Approach 2: not fitted (1 budget(s) could be fitted)")
+    assert kind("plays: Approach 2: N_opt = 1") != kind("docs: Approach 2: N_opt = 1")
+    assert kind("plays: held-out 2e+11 FLOPs: predicted optimum N") != \
+        kind("plays: predicted loss 3.5280 (95% 3.48 - 3.58), achieved 3.5227")
+    assert kind("compute multiplier of docs against plays at 3e+11 FLOPs (loss 3.453): 0.8x") \
+        != kind("compute multiplier of mix against plays at 3e+11 FLOPs (loss 3.453): 0.8x")
 
 
 def test_the_shape_keeps_the_words_and_drops_the_figures():

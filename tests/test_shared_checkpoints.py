@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def _wait_for_marker(tmp_path: Path, proc: subprocess.Popen, step: int) -> Path:
 
 def _losses(metrics: Path) -> list[tuple[int, float]]:
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
-    return [(r["step"], r["loss"]) for r in rows if "loss" in r and "eval_loss" not in r]
+    return [(r["step"], r["train/loss"]) for r in rows if "train/loss" in r]
 
 
 def _runs(marker: Path) -> str:
@@ -143,4 +144,56 @@ def test_a_rerun_of_a_succeeded_step_starts_afresh(cache: Path, tmp_path: Path):
     assert after.keys() == before.keys() and not set(after.values()) & set(before.values())
     assert [s for s, _ in _losses(output / "metrics.jsonl")] == list(range(1, 21))
 
+
+
+
+_CONCURRENT_SAVES = """
+import os, sys, threading, time
+import jax.numpy as jnp
+from marin.training.checkpoint import Checkpoints
+
+root, runs, saves = sys.argv[1], 3, 8
+failures = []
+
+def run(i):
+    try:
+        checkpoints = Checkpoints(os.path.join(root, f"run{i}"), keep_last=2)
+        for step in range(1, saves + 1):
+            checkpoints.save(step, {"w": jnp.full((64, 64), float(i * 100 + step))},
+                             {"data_step": step})
+        checkpoints.close()
+    except BaseException as e:
+        failures.append(f"run{i}: {type(e).__name__}: {e}")
+
+threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(runs)]
+for t in threads:
+    t.start()
+deadline = time.monotonic() + 120
+for t in threads:
+    t.join(max(0.0, deadline - time.monotonic()))
+hung = [t.name for t in threads if t.is_alive()]
+print("hung:", len(hung), "failures:", failures, flush=True)
+os._exit(1 if hung or failures else 0)
+"""
+
+
+def test_runs_saving_at_once_in_one_process_all_commit(tmp_path: Path):
+    """Three runs in threads of one process (as an executor runs training steps side by
+    side), each saving asynchronously: every save commits, none waits on another's."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _CONCURRENT_SAVES, str(tmp_path)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the concurrent saves hung")
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    import jax.numpy as jnp
+
+    like = {"w": jnp.zeros((64, 64))}
+    for i in range(3):
+        checkpoints = Checkpoints(str(tmp_path / f"run{i}"))
+        assert checkpoints.steps() == [7, 8]
+        restored, meta = checkpoints.restore(8, like=like)
+        checkpoints.close()
+        assert meta["data_step"] == 8
+        assert float(restored["w"][0, 0]) == i * 100 + 8
 

@@ -54,6 +54,17 @@ COMPLETE = "COMPLETE"  # the commit marker of an s3:// checkpoint
 _STEP = re.compile(rf"^{PREFIX}_(\d+)$")
 _MARKER = re.compile(rf"^{PREFIX}_(\d+){re.escape(MARKER_SUFFIX)}$")
 
+# Design note: orbax pairs the parts of one asynchronous save (the folder it creates, the
+# writes that wait for that folder, the clean-up once committed) through one counter and
+# one table of signals per process (``OperationIdGenerator``, ``AwaitableSignalsContract``),
+# read while ``CheckpointManager.save`` runs. Two managers saving at once in one process (two
+# training steps run in threads by the executor) read each other's operation id: a write
+# then waits for a signal that is never sent (orbax's ``ChainedFuture ... timed out`` after
+# 300 s), or writes into a folder the other save created or removed. The synchronous part of
+# every save in the process goes through this lock; the background writes and commits, which
+# only use the ids read under it, still overlap each other and training.
+_SAVING = threading.Lock()
+
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or written; the message names it."""
@@ -123,7 +134,9 @@ class Checkpoints:
         leaves = jax.tree.leaves(eqx.filter(state, eqx.is_array))
         args = ocp.args.Composite(state=ocp.args.PyTreeSave(leaves),
                                   meta=ocp.args.JsonSave({**meta, "step": step}))
-        self._manager.save(step, args=args)
+        self._manager.wait_until_finished()  # this run's previous save: outside the lock
+        with _SAVING:  # see _SAVING: one manager's save call at a time in this process
+            self._manager.save(step, args=args)
         if self._remote is not None:  # uploads, then publishes or prunes, in one thread
             self._remote.upload_after(self._manager, step, self._publish
                                       if self._shared is not None else self._prune_remote)

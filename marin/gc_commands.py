@@ -16,9 +16,10 @@ import uuid
 from rich.console import Console
 
 from marin.execution.gc import Candidate, collect, delete, parse_age
-from marin.execution.gc_scan import Scan, scan_prefix
+from marin.execution.gc_scan import Scan, read_records, scan_prefix
 from marin.execution.pins import PinError, pin, pins, unpin
 from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
+from marin.execution.status import STATUS_FILE
 from marin.storage import StorageError, get_storage
 
 
@@ -75,7 +76,8 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
         except GcRefused as e:
             return _err(str(e))
         try:  # read again under the lease: executors may have recorded runs meanwhile
-            found, skipped = delete(prefix, collect(scan_prefix(prefix), keep, age))
+            fresh = scan_prefix(prefix)
+            found, skipped = delete(fresh, collect(fresh, keep, age))
         finally:
             lease.release()
     else:
@@ -116,6 +118,7 @@ def du(prefix: str, as_json: bool) -> int:
     if error is not None:
         return _err(error)
     scan = scan_prefix(prefix)
+    read_records(get_storage(prefix), list(scan.outputs.values()), (STATUS_FILE,))
     reclaim: dict[str, int] = {}
     for c in collect(scan, []):
         reclaim[c.output] = reclaim.get(c.output, 0) + c.bytes

@@ -197,3 +197,20 @@ def test_a_pinned_old_version_is_kept_until_unpinned(tmp_path: Path):
     wrong = _marin(tmp_path, "pin", "gc/nothing-0000", "--prefix", str(prefix))
     assert wrong.returncode == 2 and "no step output 'gc/nothing-0000'" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("store", ["gcs_bucket", "s3_bucket"])
+def test_many_deletes_on_an_object_store_remove_exactly_those(store: str, request):
+    """``delete_files`` on GCS (batch requests of 100) and S3 (DeleteObjects): three
+    batches' worth, names that need quoting, a file already gone; the rest stays."""
+    from marin.storage import get_storage
+
+    bucket = request.getfixturevalue(store)
+    storage = get_storage(bucket)
+    names = [f"p/out-{i}/part #{i}?x=1" for i in range(250)]
+    kept = [f"p/keep-{i}" for i in range(3)]
+    for name in names + kept:
+        storage.write(f"{bucket}/{name}", b"x")
+    storage.delete_files([f"{bucket}/{n}" for n in names] + [f"{bucket}/p/never-written"])
+    assert sorted(f.path for f in storage.list_files(f"{bucket}/p")) == \
+        sorted(f"{bucket}/{n}" for n in kept)

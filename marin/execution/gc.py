@@ -1,15 +1,22 @@
 """``marin gc``: what nothing needs under a prefix, listed (a dry run), then deleted.
 
-    found = collect(scan_prefix(prefix), keep=[], older_than=None)
+    scan = scan_prefix(prefix)
+    found = collect(scan, keep=[], older_than=None)
     for item in found: print(item.path, item.bytes, item.reason)
-    delete(prefix, found)            # under the prefix's gc lease (marin.execution.prefix_guard)
+    delete(scan, found)              # under the prefix's gc lease (marin.execution.prefix_guard)
 
 What goes: attempt folders of steps with no live lease (but the attempt whose checkpoints
 a resume would continue from), orbax's temporary folders of saves cut short, checkpoint
 folders that were written but never published (an attempt that lost its lease), and step
-outputs that no kept invocation and no pin references. A step that is RUNNING or whose
-lease is live is never touched, and each is checked again right before its files go: an
-output's status goes first, so a reader never sees SUCCESS over a half-deleted output.
+outputs that no kept invocation and no pin references. A step whose lease is live is
+never touched, and each is checked again right before its files go: an output's status
+goes first, so a reader never sees SUCCESS over a half-deleted output.
+
+Design note: the lease, not the status, says whether a step runs. An executor writes
+RUNNING only once it holds the lease and gives the lease up only after the final status,
+so every running step's lease is live; a RUNNING status under a stale lease (or none) is
+an executor killed mid-step. So an unreachable output's status is never read: gc of
+10,000 outputs costs a listing, a read per lease and the batched deletes.
 """
 
 from __future__ import annotations
@@ -18,10 +25,18 @@ import re
 import time
 from dataclasses import dataclass
 
-from marin.execution.gc_scan import Output, Scan, newest_time, scan_prefix, sum_sizes
+from marin.execution.gc_scan import (
+    Output,
+    Scan,
+    newest_time,
+    read_records,
+    record_file,
+    scan_prefix,
+    sum_sizes,
+)
 from marin.execution.shared import PUBLISHED_BY, RUNS
 from marin.execution.states import StepState
-from marin.execution.status import ATTEMPTS_FOLDER, STATUS_FILE
+from marin.execution.status import ATTEMPTS_FOLDER, LEASE_FILE, STATUS_FILE
 from marin.storage import FileEntry, get_storage
 
 __all__ = ["Candidate", "collect", "delete", "parse_age"]
@@ -62,9 +77,13 @@ def parse_age(text: str) -> float:
 def collect(scan: Scan, keep: list[str], older_than: float | None = None,
             now: float | None = None) -> list[Candidate]:
     kept = scan.kept_keys(keep)
+    # Statuses matter only for what gc keeps (a succeeded step's attempts all go): an
+    # unreachable output goes whatever its status says, unless its lease is live.
+    read_records(get_storage(scan.prefix), [o for o in scan.outputs.values()
+                                            if o.key in kept], (STATUS_FILE,))
     found: list[Candidate] = []
     for out in sorted(scan.outputs.values(), key=lambda o: o.key):
-        if out.live or _running(out):
+        if out.live:
             continue
         if out.key not in kept:
             found.append(Candidate("output", out.key, out.path, tuple(out.files),
@@ -75,12 +94,6 @@ def collect(scan: Scan, keep: list[str], older_than: float | None = None,
         cutoff = (time.time() if now is None else now) - older_than
         found = [c for c in found if c.newest < cutoff]
     return found
-
-
-def _running(out: Output) -> bool:
-    """RUNNING with no lease to judge it by: treated as running."""
-    return (out.status is not None and out.status.status is StepState.RUNNING
-            and out.lease is None)
 
 
 def _why_unreachable(scan: Scan, out: Output, keep: list[str]) -> str:
@@ -133,20 +146,38 @@ def _publisher(out: Output) -> str | None:
     return None
 
 
-def delete(prefix: str, candidates: list[Candidate]) -> tuple[list[Candidate], list[str]]:
-    """Delete ``candidates`` (the caller holds the gc lease): the deleted ones, and a note
-    for each step skipped because it became live since the scan."""
-    storage = get_storage(prefix)
-    fresh = scan_prefix(prefix, storage).outputs  # leases and statuses read again, now
+def _changed_since(scan: Scan, candidates: list[Candidate]) -> dict[str, Output]:
+    """The candidates' outputs whose lease may have changed since ``scan``, with their
+    leases read again: those where the listing now shows a lease or a status file that
+    changed (a status is rewritten only under the step's lease). One listing of the
+    prefix, few reads."""
+    storage = get_storage(scan.prefix)
+    now = scan_prefix(scan.prefix, storage, read=False).outputs
+    wanted = {c.output for c in candidates}
+    changed = []
+    for key in wanted & now.keys():
+        out, before = now[key], scan.outputs.get(key)
+        old = record_file(before, STATUS_FILE) if before is not None else None
+        if record_file(out, LEASE_FILE) is not None or record_file(out, STATUS_FILE) != old:
+            changed.append(out)
+    read_records(storage, changed, (LEASE_FILE,))
+    return {out.key: out for out in changed}
+
+
+def delete(scan: Scan, candidates: list[Candidate]) -> tuple[list[Candidate], list[str]]:
+    """Delete ``candidates``, found in ``scan`` (the caller holds the gc lease): the deleted
+    ones, and a note for each step skipped because it became live since the scan."""
+    storage = get_storage(scan.prefix)
+    fresh = _changed_since(scan, candidates)
     done, skipped = [], []
     for c in candidates:
         now = fresh.get(c.output)
-        if now is not None and (now.live or _running(now)):
+        if now is not None and now.live:
             skipped.append(f"{c.output}: its lease is live now; left alone")
         else:
             done.append(c)
     statuses = [f"{c.path}/{STATUS_FILE}" for c in done if c.kind == "output"]
-    storage.delete_files(statuses, prefix)  # first: no SUCCESS over a half-deleted output
+    storage.delete_files(statuses, scan.prefix)  # first: no SUCCESS over a half-deleted output
     storage.delete_files([f.path for c in done for f in c.files
-                          if not f.path.endswith("/" + STATUS_FILE)], prefix)
+                          if not f.path.endswith("/" + STATUS_FILE)], scan.prefix)
     return done, skipped

@@ -6,7 +6,8 @@ that reference them, pins, and what each step's lease and status say now.
     scan.kept_keys(keep=[])                        # outputs that a kept invocation names
 
 One listing of the whole prefix (``Storage.list_files``) and batched reads of the small
-records: a prefix of 10,000 outputs costs a few hundred requests, not one per file.
+records that the listing shows: a prefix of 10,000 outputs costs one read per output and
+the listing's pages, not one request per file.
 
 Design note: an invocation record names its experiment by a command-line argument, which
 is not always the experiment (older records name the ``--prefix`` value). So invocations
@@ -34,7 +35,7 @@ from marin.execution.status import (
 )
 from marin.storage import FileEntry, Storage, get_storage
 
-__all__ = ["Invocation", "Output", "Scan", "scan_prefix"]
+__all__ = ["Invocation", "Output", "Scan", "read_records", "record_file", "scan_prefix"]
 
 PINS_DIR = ".marin/pins"
 _RECORDS = {STATUS_FILE, INFO_FILE, LEASE_FILE, ATTEMPTS_FOLDER}
@@ -146,7 +147,10 @@ def _relative(prefix: str, path: str) -> str | None:
     return path[len(base):] if path.startswith(base) else None
 
 
-def scan_prefix(prefix: str, storage: Storage | None = None) -> Scan:
+def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) -> Scan:
+    """What ``prefix`` holds: the outputs with their leases (statuses are read on demand,
+    ``read_records``), invocations, pins and markers. ``read=False``: the listing alone (no
+    record is read, and the scan names no invocation, pin or marker)."""
     storage = storage or get_storage(prefix)
     prefix = prefix.rstrip("/")
     files = storage.list_files(prefix)
@@ -177,22 +181,43 @@ def scan_prefix(prefix: str, storage: Storage | None = None) -> Scan:
             if found is not None:
                 found.files.append(entry)
                 break
-    _read_records(storage, list(outputs.values()))
+    if not read:
+        return Scan(prefix, outputs, [], set(), {})
+    read_records(storage, list(outputs.values()), (LEASE_FILE,))
     return Scan(prefix, outputs, _read_invocations(storage, prefix, invocation_files),
                 {b.data.decode().strip() for b in storage.read_many(pin_files) if b},
                 _read_markers(storage, marker_files))
 
 
-def _read_records(storage: Storage, outputs: list[Output]) -> None:
-    blobs = storage.read_many([f"{o.path}/{p}" for o in outputs for p in (STATUS_FILE,
-                                                                          LEASE_FILE)])
-    for i, out in enumerate(outputs):
-        status, lease = blobs[2 * i], blobs[2 * i + 1]
+def record_file(out: Output, name: str) -> FileEntry | None:
+    """The listing's entry for the record ``name`` at the top of ``out`` (None: absent)."""
+    path = f"{out.path}/{name}"
+    return next((f for f in out.files if f.path == path), None)
+
+
+def read_records(storage: Storage, outputs: list[Output],
+                 names: tuple[str, ...] = (STATUS_FILE, LEASE_FILE)) -> None:
+    """Read the records ``names`` (status, lease) of each output, only those its listing
+    shows: a prefix of 10,000 outputs holds few leases, and a read of an absent object costs
+    a request too."""
+    wanted = [(out, name) for out in outputs for name in names
+              if record_file(out, name) is not None]
+    blobs = storage.read_many([f"{out.path}/{name}" for out, name in wanted])
+    for out in outputs:
+        if STATUS_FILE in names:
+            out.status = None
+        if LEASE_FILE in names:
+            out.lease = None
+    for (out, name), blob in zip(wanted, blobs, strict=True):
+        if blob is None:
+            continue
+        if name == LEASE_FILE:
+            out.lease = LeaseRecord.decode(blob.data)
+            continue
         try:
-            out.status = StatusRecord.decode(status.data) if status is not None else None
+            out.status = StatusRecord.decode(blob.data)
         except ValueError:
             out.status = None
-        out.lease = LeaseRecord.decode(lease.data) if lease is not None else None
 
 
 def _read_invocations(storage: Storage, prefix: str, paths: list[str]) -> list[Invocation]:

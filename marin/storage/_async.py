@@ -139,23 +139,23 @@ class AsyncObjectStorage(Storage):
                 for name, info in found.items() if name.startswith(base + "/")]
 
     def delete_files(self, paths: Sequence[str], root: str | None = None) -> None:
-        """s3fs sends DeleteObjects (1,000 keys each) and gcsfs on GCS batch requests (100
-        each). gcsfs against an emulator (which answers no batch request) sends single
-        deletes five at a time; they go ``read_concurrency`` at a time instead. A file
-        already gone is no error."""
-        if not paths:
-            return
-        keys = [self.fs._strip_protocol(p) for p in paths]
-        if getattr(self.fs, "on_google", True):
-            try:
-                self.fs.rm(keys)
-            except FileNotFoundError:
-                pass
-        else:
-            self._run(self._delete_singly(keys))
-        self.fs.invalidate_cache()
+        """Deleted by ``_delete_keys``, the store's many-object delete. A file already gone
+        is no error."""
+        if paths:
+            self._delete_keys([self.fs._strip_protocol(p) for p in paths])
+            self.fs.invalidate_cache()
+
+    def _delete_keys(self, keys: list[str]) -> None:
+        """Delete ``keys`` (bucket/key, no scheme). Here: fsspec's many-object delete (s3fs
+        sends DeleteObjects, 1,000 keys a request); a subclass whose library has none that
+        works everywhere overrides it (GCS: batch requests, see marin_gcs)."""
+        try:
+            self.fs.rm(keys)
+        except FileNotFoundError:
+            pass
 
     async def _delete_singly(self, keys: list[str]) -> None:
+        """One delete request per key, ``read_concurrency`` at a time (404 is no error)."""
         import asyncio
 
         limit = asyncio.Semaphore(self.read_concurrency)

@@ -16,10 +16,10 @@ import uuid
 from rich.console import Console
 
 from marin.execution.gc import Candidate, collect, delete, parse_age
-from marin.execution.gc_scan import Scan, read_records, scan_prefix
+from marin.execution.gc_scan import scan_prefix
 from marin.execution.pins import PinError, pin, pins, unpin
 from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
-from marin.execution.status import STATUS_FILE
+from marin.execution.usage import prefix_usage
 from marin.storage import StorageError, get_storage
 
 
@@ -99,48 +99,32 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
     return 0
 
 
-def _rows(scan: Scan, reclaim: dict[str, int]) -> list[dict[str, object]]:
-    latest = sorted(scan.invocations, key=lambda i: i.started)
-    experiment = {}
-    for inv in latest:  # the latest invocation naming a step says whose it is
-        for key in inv.keys:
-            experiment[key] = inv.experiment
-    rows = [{"experiment": experiment.get(o.key, "(none)"), "step": o.name, "key": o.key,
-             "bytes": o.bytes, "modified": o.newest, "gc_frees": reclaim.get(o.key, 0),
-             "status": o.status.status.stored if o.status is not None else None}
-            for o in scan.outputs.values()]
-    return sorted(rows, key=lambda r: (-float(r["modified"]), str(r["key"])))  # type: ignore[arg-type]
-
-
 def du(prefix: str, as_json: bool) -> int:
     prefix = prefix.rstrip("/")
     error = _checked_prefix(prefix)
     if error is not None:
         return _err(error)
-    scan = scan_prefix(prefix)
-    read_records(get_storage(prefix), list(scan.outputs.values()), (STATUS_FILE,))
-    reclaim: dict[str, int] = {}
-    for c in collect(scan, []):
-        reclaim[c.output] = reclaim.get(c.output, 0) + c.bytes
-    rows = _rows(scan, reclaim)
+    usage = prefix_usage(prefix)
     if as_json:
-        print(json.dumps({"prefix": prefix, "steps": rows,
-                          "bytes": sum(int(r["bytes"]) for r in rows),  # type: ignore[call-overload]
-                          "gc_frees": sum(reclaim.values())}, indent=1))
+        print(json.dumps({"prefix": prefix, "steps": [r.to_json() for r in usage.rows],
+                          "experiments": usage.by_experiment, "step_names": usage.by_step,
+                          "bytes": usage.bytes, "gc_frees": usage.gc_frees}, indent=1))
         return 0
     from rich.table import Table
 
     table = Table("experiment", "step", "version", "size", "modified", "gc frees")
-    for r in rows:
-        table.add_row(str(r["experiment"]), str(r["step"]), str(r["key"]).rsplit("-", 1)[-1],
-                      _size(int(r["bytes"])),  # type: ignore[call-overload]
-                      time.strftime("%Y-%m-%d %H:%M", time.localtime(float(r["modified"]))),  # type: ignore[arg-type]
-                      _size(int(r["gc_frees"])))  # type: ignore[call-overload]
+    for r in usage.rows:
+        table.add_row(r.experiment, r.step, r.version, _size(r.bytes),
+                      time.strftime("%Y-%m-%d %H:%M", time.localtime(r.modified)),
+                      _size(r.gc_frees))
     console = _out()
     console.print(table)
-    held = _size(sum(o.bytes for o in scan.outputs.values()))
-    console.print(f"{len(rows)} step output(s), {held}"
-                  f"; marin gc would free {_size(sum(reclaim.values()))}", highlight=False)
+    for title, totals in (("experiment", usage.by_experiment), ("step", usage.by_step)):
+        console.print(f"per {title}: " + ", ".join(f"{name} {_size(size)}"
+                                                    for name, size in totals.items()),
+                      highlight=False)
+    console.print(f"{len(usage.rows)} step output(s), {_size(usage.bytes)}"
+                  f"; marin gc would free {_size(usage.gc_frees)}", highlight=False)
     return 0
 
 

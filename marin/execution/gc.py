@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from marin.execution.gc_scan import (
     Output,
     Scan,
+    confined,
     newest_time,
     read_records,
     record_file,
@@ -79,8 +80,8 @@ def collect(scan: Scan, keep: list[str], older_than: float | None = None,
     kept = scan.kept_keys(keep)
     # Statuses matter only for what gc keeps (a succeeded step's attempts all go): an
     # unreachable output goes whatever its status says, unless its lease is live.
-    read_records(get_storage(scan.prefix), [o for o in scan.outputs.values()
-                                            if o.key in kept], (STATUS_FILE,))
+    read_records(get_storage(scan.prefix), scan.prefix,
+                 [o for o in scan.outputs.values() if o.key in kept], (STATUS_FILE,))
     found: list[Candidate] = []
     for out in sorted(scan.outputs.values(), key=lambda o: o.key):
         if out.live:
@@ -113,7 +114,7 @@ def _why_unreachable(scan: Scan, out: Output, keep: list[str]) -> str:
 def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
     """Attempt folders, temporary and unpublished checkpoint folders of a kept output."""
     groups: dict[tuple[str, str], list[FileEntry]] = {}
-    resumes_from = _publisher(out)
+    resumes_from = _publisher(scan.prefix, out)
     succeeded = out.status is not None and out.status.status is StepState.SUCCEEDED
     for entry in out.files:
         parts = entry.path[len(out.path) + 1:].split("/")
@@ -137,12 +138,12 @@ def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
             for (kind, rel), files in sorted(groups.items(), key=lambda g: g[0][1])]
 
 
-def _publisher(out: Output) -> str | None:
+def _publisher(prefix: str, out: Output) -> str | None:
     """The attempt a resume of ``out`` continues from (``marin.execution.shared``)."""
-    for entry in out.files:
-        if entry.path.endswith("/" + PUBLISHED_BY):
-            blob = get_storage(entry.path).read(entry.path)
-            return blob.data.decode().strip() if blob is not None else None
+    for path in confined(prefix, [f.path for f in out.files
+                                  if f.path.endswith("/" + PUBLISHED_BY)]):
+        blob = get_storage(path).read(path)
+        return blob.data.decode().strip() if blob is not None else None
     return None
 
 
@@ -160,7 +161,7 @@ def _changed_since(scan: Scan, candidates: list[Candidate]) -> dict[str, Output]
         old = record_file(before, STATUS_FILE) if before is not None else None
         if record_file(out, LEASE_FILE) is not None or record_file(out, STATUS_FILE) != old:
             changed.append(out)
-    read_records(storage, changed, (LEASE_FILE,))
+    read_records(storage, scan.prefix, changed, (LEASE_FILE,))
     return {out.key: out for out in changed}
 
 

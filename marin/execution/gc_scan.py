@@ -33,9 +33,11 @@ from marin.execution.status import (
     STATUS_FILE,
     StatusRecord,
 )
-from marin.storage import FileEntry, Storage, get_storage
+from marin.storage import FileEntry, Storage, StorageError, get_storage
+from marin.storage.files import resolve_under
 
-__all__ = ["Invocation", "Output", "Scan", "read_records", "record_file", "scan_prefix"]
+__all__ = ["Invocation", "Output", "Scan", "confined", "read_records", "record_file",
+           "scan_prefix"]
 
 PINS_DIR = ".marin/pins"
 _RECORDS = {STATUS_FILE, INFO_FILE, LEASE_FILE, ATTEMPTS_FOLDER}
@@ -183,10 +185,12 @@ def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) 
                 break
     if not read:
         return Scan(prefix, outputs, [], set(), {})
-    read_records(storage, list(outputs.values()), (LEASE_FILE,))
-    return Scan(prefix, outputs, _read_invocations(storage, prefix, invocation_files),
-                {b.data.decode().strip() for b in storage.read_many(pin_files) if b},
-                _read_markers(storage, marker_files))
+    read_records(storage, prefix, list(outputs.values()), (LEASE_FILE,))
+    pins = storage.read_many(confined(prefix, pin_files))
+    return Scan(prefix, outputs,
+                _read_invocations(storage, prefix, confined(prefix, invocation_files)),
+                {b.data.decode().strip() for b in pins if b},
+                _read_markers(storage, confined(prefix, marker_files)))
 
 
 def record_file(out: Output, name: str) -> FileEntry | None:
@@ -195,13 +199,28 @@ def record_file(out: Output, name: str) -> FileEntry | None:
     return next((f for f in out.files if f.path == path), None)
 
 
-def read_records(storage: Storage, outputs: list[Output],
+def confined(prefix: str, paths: list[str]) -> list[str]:
+    """The ``paths`` that lie under ``prefix`` once links are followed: gc and du read
+    nothing through a link that leads out of the prefix (``resolve_under``)."""
+    found = []
+    for path in paths:
+        try:
+            resolve_under(prefix, path)
+        except StorageError:
+            continue
+        found.append(path)
+    return found
+
+
+def read_records(storage: Storage, prefix: str, outputs: list[Output],
                  names: tuple[str, ...] = (STATUS_FILE, LEASE_FILE)) -> None:
     """Read the records ``names`` (status, lease) of each output, only those its listing
     shows: a prefix of 10,000 outputs holds few leases, and a read of an absent object costs
     a request too."""
+    allowed = set(confined(prefix, [f"{o.path}/{n}" for o in outputs for n in names
+                                    if record_file(o, n) is not None]))
     wanted = [(out, name) for out in outputs for name in names
-              if record_file(out, name) is not None]
+              if f"{out.path}/{name}" in allowed]
     blobs = storage.read_many([f"{out.path}/{name}" for out, name in wanted])
     for out in outputs:
         if STATUS_FILE in names:

@@ -214,3 +214,37 @@ def test_many_deletes_on_an_object_store_remove_exactly_those(store: str, reques
     storage.delete_files([f"{bucket}/{n}" for n in names] + [f"{bucket}/p/never-written"])
     assert sorted(f.path for f in storage.list_files(f"{bucket}/p")) == \
         sorted(f"{bucket}/{n}" for n in kept)
+
+
+def test_gc_while_executors_run_deletes_nothing_they_use(tmp_path: Path):
+    """Three gc runs with ``--yes`` while two executors are in the middle of new versions of
+    the study: no gc lists any output or attempt of theirs, both succeed, and the newer
+    version then reruns with every step skipped."""
+    prefix = tmp_path / "prefix"
+    paths = _build(tmp_path)
+    runs = [subprocess.Popen([sys.executable, "-m", "marin.cli", "executor", "--prefix",
+                              str(prefix), EXPERIMENT], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=_env(tmp_path, MARIN_TEST_RATE=rate, MARIN_TEST_HOLD="1"))
+            for rate in ("3", "4")]
+    try:
+        while not all((tmp_path / f"holding-{r}").exists() for r in (3, 4)):
+            assert all(r.poll() is None for r in runs), [r.communicate() for r in runs]
+            time.sleep(0.05)
+        running = {p for p in (prefix / "gc").glob("study-*") if (p / ".attempts").exists()}
+        assert len(running) == 2
+        gcs = [_marin(tmp_path, "gc", "--prefix", str(prefix), "--yes", "--json")
+               for _ in range(3)]
+    finally:
+        (tmp_path / "release").touch()
+        outcomes = [r.communicate(timeout=300) for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], outcomes
+    assert all(g.returncode == 0 for g in gcs), [g.stderr for g in gcs]
+    deleted = {c["path"] for g in gcs for c in json.loads(g.stdout)["candidates"]}
+    assert str(paths["old"]) in deleted and str(paths["attempt"]) in deleted
+    used = {str(p) for p in running} | {str(paths["data"])}
+    assert not {d for d in deleted if any(d == u or d.startswith(u + "/") for u in used)}
+    before = _ledger(tmp_path)
+    rerun = _executor(tmp_path, MARIN_TEST_RATE="4")
+    assert rerun.returncode == 0, rerun.stderr
+    assert _ledger(tmp_path) == before  # every step skipped: nothing of it was deleted

@@ -149,6 +149,31 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(handler=_trace_compare)
 
+    gcp = sub.add_parser("gc", help="list (dry run) or delete what nothing under a prefix "
+                         "needs: old step versions, killed attempts, cut checkpoint saves")
+    gcp.add_argument("--prefix", required=True)
+    gcp.add_argument("--keep", action="append", default=[], metavar="EXPERIMENT",
+                     help="keep only these experiments (or invocation ids); repeatable")
+    gcp.add_argument("--older-than", metavar="AGE", help="only what is older (30d, 12h)")
+    gcp.add_argument("--yes", action="store_true", help="delete (default: a dry run)")
+    gcp.add_argument("--wait", type=float, default=60.0,
+                     help="seconds to wait for executors that are planning (default 60)")
+    gcp.add_argument("--json", action="store_true")
+    gcp.set_defaults(handler=_gc)
+    dup = sub.add_parser("du", help="bytes per experiment, step and version under a prefix, "
+                         "and what marin gc would free")
+    dup.add_argument("--prefix", required=True)
+    dup.add_argument("--json", action="store_true")
+    dup.set_defaults(handler=_du)
+    for name, help_ in (("pin", "keep a step output from marin gc"),
+                        ("unpin", "let marin gc judge a pinned step output again")):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("key", nargs="?" if name == "pin" else None, metavar="STEP_KEY")
+        p.add_argument("--prefix", required=True)
+        if name == "pin":
+            p.add_argument("--list", action="store_true", help="list the pins")
+        p.set_defaults(handler=_pin, remove=name == "unpin")
+
     from marin.services.cli import add_parsers as add_service_parsers
 
     add_service_parsers(sub)  # services, logs, kv, status
@@ -201,6 +226,26 @@ def _scaling_fit(args: argparse.Namespace, extra: list[str]) -> int:
 
     return _reject_extra(extra) or commands.scaling_fit(
         args.results, args.target, args.out, args.bootstrap, args.heuristic, args.json)
+
+
+def _gc(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import gc_commands
+
+    return _reject_extra(extra) or gc_commands.gc(args.prefix, args.keep, args.older_than,
+                                                  args.yes, args.json, args.wait)
+
+
+def _du(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import gc_commands
+
+    return _reject_extra(extra) or gc_commands.du(args.prefix, args.json)
+
+
+def _pin(args: argparse.Namespace, extra: list[str]) -> int:
+    from marin import gc_commands
+
+    return _reject_extra(extra) or gc_commands.pin_command(
+        args.prefix, args.key, getattr(args, "list", False), args.remove)
 
 
 def _reject_extra(extra: list[str]) -> int | None:

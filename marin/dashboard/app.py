@@ -46,6 +46,7 @@ from marin.dashboard import pages
 from marin.dashboard.config import DashboardConfig
 from marin.dashboard.formatting import fmt_num, fmt_seconds, fmt_time
 from marin.dashboard.reader import DashboardError, PrefixReader
+from marin.dashboard.storage import storage_page
 from marin.execution.errors import one_line
 
 logger = logging.getLogger("marin.dashboard")
@@ -85,6 +86,7 @@ def create_app(config: DashboardConfig, reader: PrefixReader | None = None) -> S
         Route("/study", dash.study),
         Route("/caches", dash.caches),
         Route("/traces", dash.traces),
+        Route("/storage", dash.storage),
         Route("/healthz", lambda request: PlainTextResponse("ok")),
         Route("/static/plotly.min.js", lambda request: FileResponse(plotly_js_path())),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
@@ -183,6 +185,10 @@ class _Dashboard:
     async def traces(self, request: Request) -> Response:
         data = await self._io(pages.traces_page, self.reader, request.query_params.get("exp"))
         return self._page(request, "traces.html", **data)
+
+    async def storage(self, request: Request) -> Response:
+        data = await self._io(storage_page, self.reader, request.query_params.get("exp"))
+        return self._page(request, "storage.html", **data)
 
     # -- errors --------------------------------------------------------------------------
 

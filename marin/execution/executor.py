@@ -32,6 +32,7 @@ from marin.execution.graph import StepGraph, StepNode
 from marin.execution.invocations import record_invocation
 from marin.execution.observers import observed
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
+from marin.execution.prefix_guard import planning_guard
 from marin.execution.progress import Progress, SilentProgress
 from marin.execution.runners import Runner, make_runner
 from marin.execution.states import StepState
@@ -247,16 +248,19 @@ class Executor:
             experiment: str | None = None) -> RunResult:
         """Run what the plan says; ``experiment`` names the experiment in the invocation
         record (``marin.execution.invocations``)."""
-        plan = self.plan(steps, run_only, force_run_failed, force_run=force_run)
-        for warning in plan.warnings:
-            logger.warning(warning)
-        if any(e.action != "skip" for e in plan.entries):
-            self.storage.check_writable(self.prefix)
-        runner = self._runner or make_runner(self.backend, self.max_concurrent,
-                                             **self.runner_options)
-        progress = record_invocation(self.prefix, self.storage, progress or SilentProgress(),
-                                     experiment)
-        return _Run(self, plan, runner, observed(progress)).execute()
+        # From the plan until the invocation record names its steps, no gc deletes here.
+        with planning_guard(self.prefix, self.storage) as guard:
+            plan = self.plan(steps, run_only, force_run_failed, force_run=force_run)
+            for warning in plan.warnings:
+                logger.warning(warning)
+            if any(e.action != "skip" for e in plan.entries):
+                self.storage.check_writable(self.prefix)
+            runner = self._runner or make_runner(self.backend, self.max_concurrent,
+                                                 **self.runner_options)
+            progress = guard.released_after_start(
+                record_invocation(self.prefix, self.storage, progress or SilentProgress(),
+                                  experiment))
+            return _Run(self, plan, runner, observed(progress)).execute()
 
 
 class _Run:

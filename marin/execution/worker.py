@@ -14,7 +14,9 @@ The protocol, the same for every runner and every storage backend:
    output itself; on an exception write FAILED with the traceback;
 4. confirm the lease (``Lease.confirm``: a read, or a compare-and-swap renewal when the
    record is older than half its ttl): only a holder that still owns it moves
-   its attempt folder into the output (the commit) and writes SUCCESS;
+   its attempt folder into the output (the commit) and writes SUCCESS. Folders that the
+   attempts share (checkpoints, ``marin.execution.shared``) are already in place: neither
+   the commit nor a resume copies them;
 5. release the lease.
 
 Design note: object stores offer no fencing, so an attempt cannot be stopped from writing
@@ -34,6 +36,7 @@ from typing import Any
 
 from marin.execution.lease import Lease, LeaseRecord
 from marin.execution.processes import StepChildren, leave_if_forked
+from marin.execution.shared import published_by, shared_names
 from marin.execution.states import StepState
 from marin.execution.status import (
     StatusRecord,
@@ -44,6 +47,7 @@ from marin.execution.status import (
     lease_path,
     status_path,
 )
+from marin.execution.step import join_path
 from marin.storage import Blob, Storage, get_storage, scheme_of
 from marin.storage.files import resolve_under
 
@@ -182,8 +186,11 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
             return cancelled
         lease.start_heartbeat()
         attempt = attempt_path(job.output_path, job.run_id)
-        if job.resume:
+        if job.resume and not _succeeded(blob):  # a rerun of a success starts afresh
             _adopt_latest_attempt(storage, job)
+        elif not fresh:  # a run started afresh does not resume from shared folders either
+            for name in shared_names(storage, job.output_path):
+                storage.delete_tree(join_path(job.output_path, name))
         children = StepChildren.start()
         try:
             with _exit_guard():
@@ -218,6 +225,8 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         moving = time.monotonic()
         try:
             outputs = storage.move_tree(attempt, job.output_path)
+            # Shared folders (checkpoints) are in place already: nothing of theirs moves.
+            outputs = sorted({*outputs, *shared_names(storage, job.output_path)})
         except OSError:
             # Paused in the middle of the commit past the ttl: the executor that took the
             # step over committed and removed this attempt's folder under it.
@@ -243,6 +252,13 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
     finally:
         lease.release()
         active.remove(job.key)
+
+
+def _succeeded(blob: Blob | None) -> bool:
+    try:
+        return blob is not None and StatusRecord.decode(blob.data).status is StepState.SUCCEEDED
+    except ValueError:
+        return False
 
 
 def _misdirected_output(attempt: str) -> str | None:
@@ -277,12 +293,16 @@ def takeover_note(record: LeaseRecord, reason: str | None) -> str:
 
 
 def _adopt_latest_attempt(storage: Storage, job: StepJob) -> None:
-    """Copy the newest earlier attempt into this one, so a resumable step resumes. A copy,
-    not a move: the earlier attempt may belong to a paused executor that still writes."""
+    """Copy an earlier attempt's own files into this one, so a resumable step resumes: the
+    attempt that published last to a shared folder (its metrics go with its checkpoints),
+    else the newest. A copy, not a move: the earlier attempt may belong to a paused executor
+    that still writes. What the attempts share (``marin.execution.shared``) is not copied."""
     folder = attempts_folder(job.output_path)
     earlier = sorted(n for n in storage.list_dir(folder) if n != job.run_id)
-    if earlier:
-        storage.copy_tree(f"{folder}/{earlier[-1]}", attempt_path(job.output_path, job.run_id))
+    publisher = published_by(storage, job.output_path)
+    chosen = publisher if publisher in earlier else (earlier[-1] if earlier else None)
+    if chosen is not None:
+        storage.copy_tree(f"{folder}/{chosen}", attempt_path(job.output_path, job.run_id))
 
 
 class StepExitError(BaseException):

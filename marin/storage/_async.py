@@ -11,7 +11,7 @@ import abc
 from collections.abc import Sequence
 from typing import Any
 
-from marin.storage.base import Blob, Storage, StorageError
+from marin.storage.base import Blob, FileEntry, Storage, StorageError
 
 
 def split_bucket_url(url: str, scheme: str) -> tuple[str, str]:
@@ -130,6 +130,45 @@ class AsyncObjectStorage(Storage):
         if files:  # server-side copies, no data through this machine
             self.fs.copy(files, [f"{target}/{f[len(base) + 1:]}" for f in files])
 
+    def list_files(self, path: str) -> list[FileEntry]:
+        base = self.fs._strip_protocol(path).rstrip("/")
+        self.fs.invalidate_cache()
+        scheme = path.split("://", 1)[0]
+        found = self.fs.find(base, detail=True)
+        return [FileEntry(f"{scheme}://{name}", int(info.get("size") or 0), _mtime(info))
+                for name, info in found.items() if name.startswith(base + "/")]
+
+    def delete_files(self, paths: Sequence[str], root: str | None = None) -> None:
+        """Deleted by ``_delete_keys``, the store's many-object delete. A file already gone
+        is no error."""
+        if paths:
+            self._delete_keys([self.fs._strip_protocol(p) for p in paths])
+            self.fs.invalidate_cache()
+
+    def _delete_keys(self, keys: list[str]) -> None:
+        """Delete ``keys`` (bucket/key, no scheme). Here: fsspec's many-object delete (s3fs
+        sends DeleteObjects, 1,000 keys a request); a subclass whose library has none that
+        works everywhere overrides it (GCS: batch requests, see marin_gcs)."""
+        try:
+            self.fs.rm(keys)
+        except FileNotFoundError:
+            pass
+
+    async def _delete_singly(self, keys: list[str]) -> None:
+        """One delete request per key, ``read_concurrency`` at a time (404 is no error)."""
+        import asyncio
+
+        limit = asyncio.Semaphore(self.read_concurrency)
+
+        async def one(key: str) -> None:
+            async with limit:
+                try:
+                    await self.fs._rm_file(key)
+                except FileNotFoundError:
+                    pass
+
+        await asyncio.gather(*(one(k) for k in keys))
+
     def check_writable(self, path: str) -> None:
         probe = f"{path.rstrip('/')}/.marin-write-probe"
         try:
@@ -138,3 +177,18 @@ class AsyncObjectStorage(Storage):
                 self.delete_if_unchanged(probe, token)
         except OSError as e:
             raise StorageError(f"prefix {path} is not writable: {e}") from e
+
+
+def _mtime(info: dict[str, Any]) -> float:
+    """The modification time in a gcsfs or s3fs listing entry (0 when it has none)."""
+    value = info.get("updated") or info.get("LastModified") or info.get("mtime")
+    if value is None:
+        return 0.0
+    if hasattr(value, "timestamp"):
+        return float(value.timestamp())
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

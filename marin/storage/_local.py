@@ -18,7 +18,7 @@ import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 
-from marin.storage.base import Blob, Storage, StorageError
+from marin.storage.base import Blob, FileEntry, Storage, StorageError
 
 
 def local_path(url: str) -> str:
@@ -121,6 +121,36 @@ class LocalStorage(Storage):
 
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(local_path(path), ignore_errors=True)
+
+    def list_files(self, path: str) -> list[FileEntry]:
+        """Links are listed as files of their own and never followed: nothing outside
+        ``path`` is listed (or, by ``delete_files``, deleted)."""
+        found = []
+        for folder, dirs, files in os.walk(local_path(path)):
+            for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+                full = os.path.join(folder, name)
+                try:
+                    st = os.lstat(full)
+                except FileNotFoundError:
+                    continue
+                found.append(FileEntry(full, st.st_size, st.st_mtime))
+        return found
+
+    def delete_files(self, paths: Sequence[str], root: str | None = None) -> None:
+        folders = set()
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                os.unlink(local_path(path))
+            folders.add(os.path.dirname(local_path(path)))
+        top = None if root is None else os.path.abspath(local_path(root))
+        for folder in sorted(folders, key=len, reverse=True):  # the folders left empty
+            while (top is not None and os.path.abspath(folder).startswith(top + os.sep)
+                   and os.path.isdir(folder) and not os.path.islink(folder)):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
+                folder = os.path.dirname(folder)
 
     def check_writable(self, path: str) -> None:
         folder = local_path(path)

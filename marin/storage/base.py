@@ -33,6 +33,16 @@ class Blob:
     token: Any
 
 
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a listing: its full path (with the scheme), bytes, and modification
+    time (seconds since the epoch)."""
+
+    path: str
+    size: int
+    mtime: float
+
+
 class Storage(abc.ABC):
     """One storage backend (a URL scheme)."""
 
@@ -101,6 +111,16 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def delete_tree(self, path: str) -> None:
         """Delete the folder ``path`` and everything under it (nothing when absent)."""
+
+    def list_files(self, path: str) -> list[FileEntry]:
+        """Every file under folder ``path``, at any depth, with its size and time."""
+        raise StorageError(f"the backend for {path} cannot list files; gc and du need it")
+
+    def delete_files(self, paths: Sequence[str], root: str | None = None) -> None:
+        """Delete the files ``paths`` (those already gone are no error), in batches where
+        the store has them (GCS batch requests, S3 DeleteObjects). On a local disk the
+        folders this leaves empty are removed too, up to ``root`` (kept; None: no folder)."""
+        raise StorageError(f"the backend for {paths[0] if paths else '?'} cannot delete files")
 
     def bucket_info(self, url: str) -> Any:
         """Location, location type and storage class of the bucket holding ``url``."""

@@ -35,6 +35,7 @@ tensorstore's own GCS driver directly (emulators: ``TENSORSTORE_GCS_HTTP_URL`` a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -45,11 +46,24 @@ from typing import Any
 import equinox as eqx
 import jax
 
+from marin.execution.shared import MARKER_SUFFIX, RUNS, SharedFolder
 from marin.storage.files import join_url, normalize_url, url_to_fs
 
 PREFIX = "step"
 COMPLETE = "COMPLETE"  # the commit marker of an s3:// checkpoint
 _STEP = re.compile(rf"^{PREFIX}_(\d+)$")
+_MARKER = re.compile(rf"^{PREFIX}_(\d+){re.escape(MARKER_SUFFIX)}$")
+
+# Design note: orbax pairs the parts of one asynchronous save (the folder it creates, the
+# writes that wait for that folder, the clean-up once committed) through one counter and
+# one table of signals per process (``OperationIdGenerator``, ``AwaitableSignalsContract``),
+# read while ``CheckpointManager.save`` runs. Two managers saving at once in one process (two
+# training steps run in threads by the executor) read each other's operation id: a write
+# then waits for a signal that is never sent (orbax's ``ChainedFuture ... timed out`` after
+# 300 s), or writes into a folder the other save created or removed. The synchronous part of
+# every save in the process goes through this lock; the background writes and commits, which
+# only use the ids read under it, still overlap each other and training.
+_SAVING = threading.Lock()
 
 
 class CheckpointError(RuntimeError):
@@ -81,9 +95,18 @@ class Checkpoints:
                                   "or s3://")
         self.root = os.path.abspath(root) if scheme is None else root
         self.asynchronous = asynchronous
-        self._remote = _Staged(self.root) if self.root.startswith("s3://") else None
+        # Inside an executor's attempt folder the checkpoints go to the output's shared
+        # folder (marin.execution.shared): no resume or commit copies them.
+        self._shared = SharedFolder.of(self.root)
+        if self._shared is not None:
+            self.root = self._shared.folder
+        self._own = self.root if self._shared is None else self._shared.own
+        self._remote = _Staged(self._own) if self.root.startswith("s3://") else None
+        self._after = _Background()  # publishes (and prunes) each step once committed
         if self._remote is not None:  # staging keeps only the step being uploaded
             self._manager = _manager(self._remote.staging, 1, 0, asynchronous)
+        elif self._shared is not None:  # deletes are the lease holder's (see _publish)
+            self._manager = _manager(self._own, None, 0, asynchronous)
         else:
             self._manager = _manager(self.root, keep_last, keep_every, asynchronous)
         self._keep = (keep_last, keep_every)
@@ -101,26 +124,61 @@ class Checkpoints:
         ``meta`` as checkpoint ``step``; returns once the arrays are copied off the devices."""
         import orbax.checkpoint as ocp
 
-        known = self.steps() if self._remote is not None else self._manager.all_steps()
+        known = ([s for s, _ in complete_checkpoints(self._own)] if self._remote is not None
+                 else self._manager.all_steps())
         if step in known:
             return  # already committed, by this run or a run it resumes
         if self._remote is not None:
             self._remote.wait()  # the staged copy of the previous step is uploaded
+        self._after.wait()
         leaves = jax.tree.leaves(eqx.filter(state, eqx.is_array))
         args = ocp.args.Composite(state=ocp.args.PyTreeSave(leaves),
                                   meta=ocp.args.JsonSave({**meta, "step": step}))
-        self._manager.save(step, args=args)
-        if self._remote is not None:
-            self._remote.upload_after(self._manager, step, self._keep)
-        elif not self.asynchronous:
-            self._manager.wait_until_finished()
+        self._manager.wait_until_finished()  # this run's previous save: outside the lock
+        with _SAVING:  # see _SAVING: one manager's save call at a time in this process
+            self._manager.save(step, args=args)
+        if self._remote is not None:  # uploads, then publishes or prunes, in one thread
+            self._remote.upload_after(self._manager, step, self._publish
+                                      if self._shared is not None else self._prune_remote)
+        elif self._shared is not None:
+            self._after.start(self._publish, step)
+        if not self.asynchronous:
+            self.wait()
+
+    def _publish(self, step: int) -> None:
+        """Once ``step`` is committed in this attempt's folder: publish it, then delete the
+        published steps that retention drops, both only while this attempt holds the lease."""
+        assert self._shared is not None
+        self._manager.wait_until_finished()
+        entry = os.path.basename(step_folder("", step))
+        if not self._shared.publish(entry, {"step": step}):
+            return  # taken over: the holder's steps are the ones that count
+        keep_last, keep_every = self._keep
+        steps = sorted(s for s, _ in complete_checkpoints(self.root))
+        for old in steps[:-keep_last]:
+            if not (keep_every and old % keep_every == 0):
+                self._shared.prune(os.path.basename(step_folder("", old)))
+
+    def _prune_remote(self, step: int) -> None:
+        assert self._remote is not None
+        self._remote.prune(self._keep)
 
     def restore(self, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
         """Checkpoint ``step`` as a state shaped, typed and sharded like ``like``."""
         import orbax.checkpoint as ocp
 
-        downloaded = self._remote.download(step) if self._remote is not None else None
-        manager = self._manager if downloaded is None else _manager(downloaded, 1, 0, False)
+        folder = dict(complete_checkpoints(self.root)).get(step)
+        if folder is None:
+            raise CheckpointError(f"no complete checkpoint {step_folder(self.root, step)}; "
+                                  f"the complete ones are steps {self.steps()}")
+        downloaded = self._remote.download(folder) if self._remote is not None else None
+        parent = folder.rsplit("/", 1)[0]
+        if downloaded is not None:
+            manager = _manager(downloaded, None, 0, False)
+        elif parent == self._own:
+            manager = self._manager
+        else:  # another attempt's folder: read only, its temporary folders left alone
+            manager = _manager(parent, None, 0, False, read_only=True)
         arrays, rest = eqx.partition(like, eqx.is_array)
         targets = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
                    for x in jax.tree.leaves(arrays)]
@@ -134,8 +192,9 @@ class Checkpoints:
             raise CheckpointError(f"cannot restore {step_folder(self.root, step)}: {e}. "
                                   "Was it written for another model shape?") from e
         finally:
-            if downloaded is not None:
+            if manager is not self._manager:
                 manager.close()
+            if downloaded is not None:
                 shutil.rmtree(downloaded, ignore_errors=True)
         state = jax.tree.unflatten(jax.tree.structure(arrays), list(out.state))
         return eqx.combine(state, rest), dict(out.meta)
@@ -145,6 +204,7 @@ class Checkpoints:
         self._manager.wait_until_finished()
         if self._remote is not None:
             self._remote.wait()
+        self._after.wait()
 
     def close(self) -> None:
         self.wait()
@@ -182,17 +242,22 @@ def _refuse_other_shapes(manager, step: int, arrays: Any, folder: str) -> None:
                 f"{tuple(leaf.shape)} here and {tuple(meta.shape)} in the checkpoint. {hint}")
 
 
-def _manager(directory: str, keep_last: int, keep_every: int, asynchronous: bool):
+def _manager(directory: str, keep_last: int | None, keep_every: int, asynchronous: bool,
+             read_only: bool = False):
+    """An orbax manager on ``directory``; ``keep_last`` None: it deletes nothing."""
     import orbax.checkpoint as ocp
     from orbax.checkpoint import checkpoint_managers as policies
 
-    keep: list[Any] = [policies.LatestN(n=keep_last)]
-    if keep_every:
-        keep.append(policies.EveryNSteps(keep_every))
+    retention: dict[str, Any] = {}
+    if keep_last is not None:
+        keep: list[Any] = [policies.LatestN(n=keep_last)]
+        if keep_every:
+            keep.append(policies.EveryNSteps(keep_every))
+        retention["preservation_policy"] = policies.AnyPreservationPolicy(keep)
     options = ocp.CheckpointManagerOptions(
-        step_prefix=PREFIX, step_format_fixed_length=8, create=True,
-        cleanup_tmp_directories=True, enable_async_checkpointing=asynchronous,
-        preservation_policy=policies.AnyPreservationPolicy(keep))
+        step_prefix=PREFIX, step_format_fixed_length=8, create=not read_only,
+        cleanup_tmp_directories=not read_only, enable_async_checkpointing=asynchronous,
+        read_only=read_only, **retention)
     # No compression: zstd on float weights and moments saves little space and cut the
     # save throughput about fourfold, time taken from training when saves overlap it.
     handlers = {"state": ocp.PyTreeCheckpointHandler(use_compression=False),
@@ -209,13 +274,27 @@ def complete_checkpoints(root: str) -> list[tuple[int, str]]:
         entries = fs.ls(path, detail=False, refresh=True)  # never a cached listing
     except FileNotFoundError:
         return []
-    found = []
+    found = {}
     for entry in entries:
         name = entry.rstrip("/").rsplit("/", 1)[-1]
         match = _STEP.match(name)
         if match and _committed(fs, join_url(path, name), root):
-            found.append((int(match.group(1)), join_url(root, name)))
-    return sorted(found)
+            found[int(match.group(1))] = join_url(root, name)
+        match = _MARKER.match(name)
+        run = _published_run(fs, join_url(path, name)) if match else None
+        if run is not None:  # a step published to a shared folder (marin.execution.shared)
+            folder = join_url(RUNS, run, name[:-len(MARKER_SUFFIX)])
+            if _committed(fs, join_url(path, folder), root):
+                found[int(match.group(1))] = join_url(root, folder)
+    return sorted(found.items())
+
+
+def _published_run(fs, marker: str) -> str | None:
+    try:
+        run = json.loads(fs.cat(marker)).get("run")
+    except (FileNotFoundError, ValueError, AttributeError):
+        return None  # unpublished while listed, or not a marker
+    return run if isinstance(run, str) and run and "/" not in run else None
 
 
 def _committed(fs, path: str, root: str) -> bool:
@@ -236,36 +315,57 @@ def latest_checkpoint(root: str) -> str | None:
     return found[-1][1] if found else None
 
 
+class _Background:
+    """One background thread at a time; ``wait`` joins it and re-raises what it raised."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, fn, *args: Any) -> None:
+        self.wait()
+        self._thread = threading.Thread(target=self._run, args=(fn, *args), daemon=True,
+                                        name=f"checkpoint-{fn.__name__}")
+        self._thread.start()
+
+    def _run(self, fn, *args: Any) -> None:
+        try:
+            fn(*args)
+        except BaseException as e:  # re-raised by wait() in the training thread
+            self._error = e
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise CheckpointError(f"writing a checkpoint failed: {error}") from error
+
+
 class _Staged:
     """An s3:// root: orbax writes to a local staging folder; each committed step is then
     uploaded by one background thread (in order), ``COMPLETE`` last, and old steps pruned
-    with the same policy."""
+    with the same policy, or published (``after``)."""
 
     def __init__(self, root: str):
         self.root = root
         self.staging = tempfile.mkdtemp(prefix="marin-ckpt-")
         self.fs, self.path = url_to_fs(root)
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._thread = _Background()
 
-    def upload_after(self, manager, step: int, keep: tuple[int, int]) -> None:
-        self.wait()
-        self._thread = threading.Thread(target=self._upload, args=(manager, step, keep),
-                                        name=f"upload-{PREFIX}-{step}", daemon=True)
-        self._thread.start()
+    def upload_after(self, manager, step: int, after) -> None:
+        self._thread.start(self._upload, manager, step, after)
 
-    def _upload(self, manager, step: int, keep: tuple[int, int]) -> None:
-        try:
-            manager.wait_until_finished()
-            name = os.path.basename(step_folder("", step))
-            target = join_url(self.path, name)
-            self.fs.put(os.path.join(self.staging, name), target, recursive=True)
-            self.fs.pipe(join_url(target, COMPLETE), b"ok")
-            self._prune(keep)
-        except BaseException as e:  # re-raised by wait() in the training thread
-            self._error = e
+    def _upload(self, manager, step: int, after) -> None:
+        manager.wait_until_finished()
+        name = os.path.basename(step_folder("", step))
+        target = join_url(self.path, name)
+        self.fs.put(os.path.join(self.staging, name), target, recursive=True)
+        self.fs.pipe(join_url(target, COMPLETE), b"ok")
+        after(step)
 
-    def _prune(self, keep: tuple[int, int]) -> None:
+    def prune(self, keep: tuple[int, int]) -> None:
         keep_last, keep_every = keep
         steps = [s for s, _ in complete_checkpoints(self.root)]
         for step in steps[:-keep_last]:
@@ -274,20 +374,18 @@ class _Staged:
                 self.fs.rm(join_url(folder, COMPLETE))  # no longer counts, then goes
                 self.fs.rm(folder, recursive=True)
 
-    def download(self, step: int) -> str:
-        folder = tempfile.mkdtemp(prefix="marin-restore-")
-        name = os.path.basename(step_folder("", step))
-        self.fs.get(join_url(self.path, name), os.path.join(folder, name), recursive=True)
-        return folder
+    def download(self, folder: str) -> str:
+        local = tempfile.mkdtemp(prefix="marin-restore-")
+        name = folder.rstrip("/").rsplit("/", 1)[-1]
+        self.fs.get(url_to_fs(folder)[1], os.path.join(local, name), recursive=True)
+        return local
 
     def wait(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise CheckpointError(f"uploading a checkpoint to {self.root} failed: {error}"
-                                  ) from error
+        try:
+            self._thread.wait()
+        except CheckpointError as e:
+            raise CheckpointError(f"uploading a checkpoint to {self.root} failed: "
+                                  f"{e.__cause__}") from e.__cause__
 
     def close(self) -> None:
         self.wait()

@@ -1,0 +1,133 @@
+"""``marin gc`` on object-store emulators: 10,000 unreachable step outputs (a status, an info
+and a data file each) found and deleted, and whether fake-gcs-server answers batch deletes.
+
+    python bench/bench_gc.py                        # 10,000 outputs, GCS emulator and S3
+    python bench/bench_gc.py --outputs 2000 --store gcs
+
+The outputs are none named by an invocation record, so every one is unreachable. Timed:
+the scan and plan (``collect``), then ``delete`` (a fresh listing, then batched deletes).
+On fake-gcs-server they are loaded at its start (``-data``), not uploaded: its memory
+backend finds each object by a scan of its bucket's list, so each request costs time in
+proportion to the objects the bucket holds, uploads included. The bench also times the
+same number of deletes on a bucket of 3,000 objects, to tell the emulator's share apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from marin.execution.gc import collect, delete
+from marin.execution.gc_scan import scan_prefix
+from marin.execution.states import StepState
+from marin.execution.status import StatusRecord
+from marin.storage import get_storage, reset_storage_instances
+
+BUCKET = "bench-gc"
+
+
+def _objects(outputs: int, prefix: str, tag: str = "old") -> list[tuple[str, bytes]]:
+    status = StatusRecord.now(StepState.SUCCEEDED, "r", "f", outputs=["data"]).encode()
+    return [(f"{prefix}/s/{tag}-{i:08x}/{name}", data) for i in range(outputs)
+            for name, data in ((".executor_status", status),
+                               (".executor_info", b'{"version": {}}'), ("data", b"x" * 100))]
+
+
+def _batch_delete_answered(storage) -> bool:
+    """Whether fake-gcs-server deletes through one batch request (two objects)."""
+    paths = [f"gs://{BUCKET}/probe/{i}" for i in range(2)]
+    for p in paths:
+        storage.write(p, b"x")
+    storage.delete_files(paths)
+    return not storage.list_files(f"gs://{BUCKET}/probe")
+
+
+def _gc(prefix: str, outputs: int) -> str:
+    storage = get_storage(prefix)
+    start = time.perf_counter()
+    scan = scan_prefix(prefix)
+    found = collect(scan, [])
+    planned = time.perf_counter() - start
+    start = time.perf_counter()
+    delete(scan, found)
+    deleted = time.perf_counter() - start
+    left = len(storage.list_files(prefix))
+    assert len(found) == outputs and left == 0, (len(found), left)
+    return (f"{len(found)} unreachable outputs ({3 * outputs} objects): scan and plan "
+            f"{planned:.1f} s, delete {deleted:.1f} s, total {planned + deleted:.1f} s "
+            f"(goal < 60 s)")
+
+
+def _small_bucket_rate(storage, prefix: str, deletes: int) -> str:
+    """Deletes a second on a bucket holding 3,000 objects at a time."""
+    taken = 0.0
+    for done in range(0, deletes, 3000):
+        paths = [p for p, _ in _objects(1000, prefix, f"r{done}")][:min(3000, deletes - done)]
+        with ThreadPoolExecutor(32) as pool:
+            list(pool.map(lambda p: storage.write(p, b"x"), paths))
+        start = time.perf_counter()
+        storage.delete_files(paths)
+        taken += time.perf_counter() - start
+    return f"{deletes} deletes in buckets of 3,000 objects: {taken:.1f} s"
+
+
+def bench_gcs(outputs: int) -> None:
+    from tests import servers
+
+    with ExitStack() as stack:
+        data = stack.enter_context(tempfile.TemporaryDirectory())
+        start = time.perf_counter()
+        for path, blob in _objects(outputs, f"{data}/{BUCKET}/p"):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            Path(path).write_bytes(blob)
+        endpoint = stack.enter_context(servers.gcs_emulator(data=data))
+        os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+        reset_storage_instances()
+        print(f"fake-gcs-server loaded {3 * outputs} objects in "
+              f"{time.perf_counter() - start:.1f} s")
+        storage = get_storage(f"gs://{BUCKET}")
+        print("GCS batch delete requests on fake-gcs-server:",
+              "answered" if _batch_delete_answered(storage) else "refused")
+        print("gcs:", _gc(f"gs://{BUCKET}/p", outputs))
+        print("gcs:", _small_bucket_rate(storage, f"gs://{BUCKET}/q", 3 * outputs))
+
+
+def bench_s3(outputs: int) -> None:
+    from tests import servers
+
+    with servers.s3_server() as endpoint:
+        os.environ["AWS_ENDPOINT_URL_S3"] = endpoint
+        os.environ.update(servers.S3_ENV)
+        reset_storage_instances()
+        prefix = f"s3://{servers.create_s3_bucket(endpoint)}/p"
+        storage = get_storage(prefix)
+        objects = _objects(outputs, prefix)
+        start = time.perf_counter()
+        storage.write(*objects[0])  # the client's session is made once, before the threads
+        with ThreadPoolExecutor(32) as pool:
+            list(pool.map(lambda p: storage.write(*p), objects[1:]))
+        print(f"moto: wrote {3 * outputs} objects in {time.perf_counter() - start:.1f} s")
+        print("s3 (moto, DeleteObjects):", _gc(prefix, outputs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--outputs", type=int, default=10_000)
+    parser.add_argument("--store", choices=("gcs", "s3", "both"), default="both")
+    args = parser.parse_args()
+    if args.store in ("gcs", "both"):
+        bench_gcs(args.outputs)
+    if args.store in ("s3", "both"):
+        bench_s3(args.outputs)
+
+
+if __name__ == "__main__":
+    main()

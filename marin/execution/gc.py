@@ -1,0 +1,184 @@
+"""``marin gc``: what nothing needs under a prefix, listed (a dry run), then deleted.
+
+    scan = scan_prefix(prefix)
+    found = collect(scan, keep=[], older_than=None)
+    for item in found: print(item.path, item.bytes, item.reason)
+    delete(scan, found)              # under the prefix's gc lease (marin.execution.prefix_guard)
+
+What goes: attempt folders of steps with no live lease (but the attempt whose checkpoints
+a resume would continue from), orbax's temporary folders of saves cut short, checkpoint
+folders that were written but never published (an attempt that lost its lease), and step
+outputs that no kept invocation and no pin references. A step whose lease is live is
+never touched, and each is checked again right before its files go: an output's status
+goes first, so a reader never sees SUCCESS over a half-deleted output.
+
+Design note: the lease, not the status, says whether a step runs. An executor writes
+RUNNING only once it holds the lease and gives the lease up only after the final status,
+so every running step's lease is live; a RUNNING status under a stale lease (or none) is
+an executor killed mid-step. So an unreachable output's status is never read: gc of
+10,000 outputs costs a listing, a read per lease and the batched deletes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from marin.execution.gc_scan import (
+    Output,
+    Scan,
+    confined,
+    newest_time,
+    read_records,
+    record_file,
+    scan_prefix,
+    sum_sizes,
+)
+from marin.execution.shared import PUBLISHED_BY, RUNS
+from marin.execution.states import StepState
+from marin.execution.status import ATTEMPTS_FOLDER, LEASE_FILE, STATUS_FILE
+from marin.storage import FileEntry, get_storage
+
+__all__ = ["Candidate", "collect", "delete", "parse_age"]
+
+_TMP = ".orbax-checkpoint-tmp"
+_AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    kind: str
+    """``output``, ``attempt``, ``orbax-tmp`` or ``unpublished``."""
+    output: str
+    """The step's key."""
+    path: str
+    files: tuple[FileEntry, ...]
+    reason: str
+
+    bytes = property(lambda self: sum_sizes(self.files))
+    newest = property(lambda self: newest_time(self.files))
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "step": self.output, "path": self.path,
+                "bytes": self.bytes, "files": len(self.files), "reason": self.reason,
+                "modified": self.newest}
+
+
+def parse_age(text: str) -> float:
+    """Seconds in ``30d``, ``12h``, ``90m``, ``2w``; ValueError naming the forms otherwise."""
+    match = _AGE.match(text.strip())
+    if not match:
+        raise ValueError(f"--older-than {text!r} is not an age: write a number and a unit, "
+                         "s, m, h, d or w (30d, 12h)")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def collect(scan: Scan, keep: list[str], older_than: float | None = None,
+            now: float | None = None) -> list[Candidate]:
+    kept = scan.kept_keys(keep)
+    # Statuses matter only for what gc keeps (a succeeded step's attempts all go): an
+    # unreachable output goes whatever its status says, unless its lease is live.
+    read_records(get_storage(scan.prefix), scan.prefix,
+                 [o for o in scan.outputs.values() if o.key in kept], (STATUS_FILE,))
+    found: list[Candidate] = []
+    for out in sorted(scan.outputs.values(), key=lambda o: o.key):
+        if out.live:
+            continue
+        if out.key not in kept:
+            found.append(Candidate("output", out.key, out.path, tuple(out.files),
+                                   _why_unreachable(scan, out, keep)))
+            continue
+        found += _leftovers(scan, out)
+    if older_than is not None:
+        cutoff = (time.time() if now is None else now) - older_than
+        found = [c for c in found if c.newest < cutoff]
+    return found
+
+
+def _why_unreachable(scan: Scan, out: Output, keep: list[str]) -> str:
+    naming = sorted((i for i in scan.invocations if out.key in i.keys),
+                    key=lambda i: i.started)
+    if not naming:
+        return "no invocation under .marin/invocations references it, and it is not pinned"
+    last = naming[-1]
+    if keep:
+        return (f"referenced last by invocation {last.id} ({last.experiment}), which --keep "
+                "does not keep")
+    newer = scan.latest_invocations().get(last.identity)
+    return (f"referenced last by invocation {last.id} ({last.experiment}); the experiment's "
+            f"latest invocation {newer.id if newer else '?'} no longer uses it")
+
+
+def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
+    """Attempt folders, temporary and unpublished checkpoint folders of a kept output."""
+    groups: dict[tuple[str, str], list[FileEntry]] = {}
+    resumes_from = _publisher(scan.prefix, out)
+    succeeded = out.status is not None and out.status.status is StepState.SUCCEEDED
+    for entry in out.files:
+        parts = entry.path[len(out.path) + 1:].split("/")
+        if parts[0] == ATTEMPTS_FOLDER and len(parts) > 2:
+            if succeeded or parts[1] != resumes_from:
+                groups.setdefault(("attempt", "/".join(parts[:2])), []).append(entry)
+            continue
+        tmp = next((i for i, p in enumerate(parts) if _TMP in p), None)
+        if tmp is not None:
+            groups.setdefault(("orbax-tmp", "/".join(parts[:tmp + 1])), []).append(entry)
+            continue
+        if len(parts) > 4 and parts[1] == RUNS:
+            folder = f"{out.path}/{'/'.join(parts[:4])}"
+            if folder not in scan.markers:
+                groups.setdefault(("unpublished", "/".join(parts[:4])), []).append(entry)
+    reasons = {"attempt": "attempt folder of a step with no live lease",
+               "orbax-tmp": "temporary folder of a checkpoint save cut short",
+               "unpublished": "checkpoint written by an attempt that lost its lease; never "
+                              "published"}
+    return [Candidate(kind, out.key, f"{out.path}/{rel}", tuple(files), reasons[kind])
+            for (kind, rel), files in sorted(groups.items(), key=lambda g: g[0][1])]
+
+
+def _publisher(prefix: str, out: Output) -> str | None:
+    """The attempt a resume of ``out`` continues from (``marin.execution.shared``)."""
+    for path in confined(prefix, [f.path for f in out.files
+                                  if f.path.endswith("/" + PUBLISHED_BY)]):
+        blob = get_storage(path).read(path)
+        return blob.data.decode().strip() if blob is not None else None
+    return None
+
+
+def _changed_since(scan: Scan, candidates: list[Candidate]) -> dict[str, Output]:
+    """The candidates' outputs whose lease may have changed since ``scan``, with their
+    leases read again: those where the listing now shows a lease or a status file that
+    changed (a status is rewritten only under the step's lease). One listing of the
+    prefix, few reads."""
+    storage = get_storage(scan.prefix)
+    now = scan_prefix(scan.prefix, storage, read=False).outputs
+    wanted = {c.output for c in candidates}
+    changed = []
+    for key in wanted & now.keys():
+        out, before = now[key], scan.outputs.get(key)
+        old = record_file(before, STATUS_FILE) if before is not None else None
+        if record_file(out, LEASE_FILE) is not None or record_file(out, STATUS_FILE) != old:
+            changed.append(out)
+    read_records(storage, scan.prefix, changed, (LEASE_FILE,))
+    return {out.key: out for out in changed}
+
+
+def delete(scan: Scan, candidates: list[Candidate]) -> tuple[list[Candidate], list[str]]:
+    """Delete ``candidates``, found in ``scan`` (the caller holds the gc lease): the deleted
+    ones, and a note for each step skipped because it became live since the scan."""
+    storage = get_storage(scan.prefix)
+    fresh = _changed_since(scan, candidates)
+    done, skipped = [], []
+    for c in candidates:
+        now = fresh.get(c.output)
+        if now is not None and now.live:
+            skipped.append(f"{c.output}: its lease is live now; left alone")
+        else:
+            done.append(c)
+    statuses = [f"{c.path}/{STATUS_FILE}" for c in done if c.kind == "output"]
+    storage.delete_files(statuses, scan.prefix)  # first: no SUCCESS over a half-deleted output
+    storage.delete_files([f.path for c in done for f in c.files
+                          if not f.path.endswith("/" + STATUS_FILE)], scan.prefix)
+    return done, skipped

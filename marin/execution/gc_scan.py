@@ -1,0 +1,270 @@
+"""What a prefix holds, for ``marin gc`` and ``marin du``: step outputs, the invocations
+that reference them, pins, and what each step's lease and status say now.
+
+    scan = scan_prefix("gs://bucket/prefix")
+    scan.outputs["train/tiny-3f9c01ab"].bytes      # every file of that output
+    scan.kept_keys(keep=[])                        # outputs that a kept invocation names
+
+One listing of the whole prefix (``Storage.list_files``) and batched reads of the small
+records that the listing shows: a prefix of 10,000 outputs costs one read per output and
+the listing's pages, not one request per file.
+
+Design note: an invocation record names its experiment by a command-line argument, which
+is not always the experiment (older records name the ``--prefix`` value). So invocations
+belong to one experiment when they share that name *and* the names of their steps: a
+changed config gives a new version of the same step names (the older version becomes
+unreachable); records that merely share a name are kept apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+
+from marin.execution.invocations import INVOCATIONS_DIR
+from marin.execution.lease import LeaseRecord
+from marin.execution.shared import MARKER_SUFFIX, RUNS
+from marin.execution.status import (
+    ATTEMPTS_FOLDER,
+    INFO_FILE,
+    LEASE_FILE,
+    STATUS_FILE,
+    StatusRecord,
+)
+from marin.storage import FileEntry, Storage, StorageError, get_storage
+from marin.storage.files import resolve_under
+
+__all__ = ["Invocation", "Output", "Scan", "confined", "read_records", "record_file",
+           "scan_prefix"]
+
+PINS_DIR = ".marin/pins"
+_RECORDS = {STATUS_FILE, INFO_FILE, LEASE_FILE, ATTEMPTS_FOLDER}
+
+
+def sum_sizes(files: list[FileEntry] | tuple[FileEntry, ...]) -> int:
+    return sum(f.size for f in files)
+
+
+def newest_time(files: list[FileEntry] | tuple[FileEntry, ...]) -> float:
+    """The newest modification time among ``files`` (0 for none)."""
+    return max((f.mtime for f in files), default=0.0)
+
+
+@dataclass
+class Output:
+    key: str
+    """The output's path under the prefix (the step's key, ``name-hash``)."""
+    path: str
+    files: list[FileEntry] = field(default_factory=list)
+    status: StatusRecord | None = None
+    lease: LeaseRecord | None = None
+
+    @property
+    def bytes(self) -> int:
+        return sum_sizes(self.files)
+
+    @property
+    def newest(self) -> float:
+        return newest_time(self.files)
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("-", 1)[0]
+
+    @property
+    def live(self) -> bool:
+        """Its lease is not stale (a killed holder's is): never to be touched."""
+        return self.lease is not None and not self.lease.is_stale()
+
+
+@dataclass(frozen=True)
+class Invocation:
+    id: str
+    experiment: str
+    started: float
+    ended: float | None
+    host: str
+    pid: int
+    keys: frozenset[str]
+    names: frozenset[str]
+
+    @property
+    def identity(self) -> tuple[str, frozenset[str]]:
+        return self.experiment, self.names
+
+    @property
+    def may_be_running(self) -> bool:
+        if self.ended is not None:
+            return False
+        if self.host != socket.gethostname():
+            return True  # cannot tell: kept
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+@dataclass
+class Scan:
+    prefix: str
+    outputs: dict[str, Output]
+    invocations: list[Invocation]
+    pins: set[str]
+    markers: dict[str, str]
+    """Path of each published checkpoint folder -> the marker publishing it."""
+
+    def latest_invocations(self) -> dict[tuple[str, frozenset[str]], Invocation]:
+        latest: dict[tuple[str, frozenset[str]], Invocation] = {}
+        for inv in sorted(self.invocations, key=lambda i: (i.started, i.id)):
+            latest[inv.identity] = inv
+        return latest
+
+    def kept_invocations(self, keep: list[str]) -> list[Invocation]:
+        """The latest invocation of each experiment (or of those named in ``keep``, by
+        experiment or invocation id), and every invocation that may still be running."""
+        latest = self.latest_invocations().values()
+        if keep:
+            kept = [i for i in latest if i.experiment in keep]
+            kept += [i for i in self.invocations if i.id in keep]
+        else:
+            kept = list(latest)
+        kept += [i for i in self.invocations if i.may_be_running]
+        return list({i.id: i for i in kept}.values())
+
+    def kept_keys(self, keep: list[str]) -> set[str]:
+        return {k for inv in self.kept_invocations(keep) for k in inv.keys} | self.pins
+
+    def unknown_keeps(self, keep: list[str]) -> list[str]:
+        known = {i.experiment for i in self.invocations} | {i.id for i in self.invocations}
+        return [k for k in keep if k not in known]
+
+
+def _relative(prefix: str, path: str) -> str | None:
+    base = prefix.rstrip("/") + "/"
+    return path[len(base):] if path.startswith(base) else None
+
+
+def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) -> Scan:
+    """What ``prefix`` holds: the outputs with their leases (statuses are read on demand,
+    ``read_records``), invocations, pins and markers. ``read=False``: the listing alone (no
+    record is read, and the scan names no invocation, pin or marker)."""
+    storage = storage or get_storage(prefix)
+    prefix = prefix.rstrip("/")
+    files = storage.list_files(prefix)
+    outputs: dict[str, Output] = {}
+    rest: list[tuple[list[str], FileEntry]] = []
+    invocation_files, pin_files, marker_files = [], [], []
+    for entry in files:
+        rel = _relative(prefix, entry.path)
+        if rel is None:
+            continue
+        parts = rel.split("/")
+        if rel.startswith(INVOCATIONS_DIR + "/") and rel.endswith(".json"):
+            invocation_files.append(entry.path)
+        elif rel.startswith(PINS_DIR + "/"):
+            pin_files.append(entry.path)
+        if parts[0] == ".marin":
+            continue
+        if entry.path.endswith(MARKER_SUFFIX):
+            marker_files.append(entry.path)
+        cut = next((i for i, p in enumerate(parts) if p in _RECORDS), None)
+        if cut:  # a record at the top of an output, or its attempts folder
+            key = "/".join(parts[:cut])
+            outputs.setdefault(key, Output(key, f"{prefix}/{key}"))
+        rest.append((parts, entry))
+    for parts, entry in rest:
+        for j in range(len(parts) - 1, 0, -1):
+            found = outputs.get("/".join(parts[:j]))
+            if found is not None:
+                found.files.append(entry)
+                break
+    if not read:
+        return Scan(prefix, outputs, [], set(), {})
+    read_records(storage, prefix, list(outputs.values()), (LEASE_FILE,))
+    pins = storage.read_many(confined(prefix, pin_files))
+    return Scan(prefix, outputs,
+                _read_invocations(storage, prefix, confined(prefix, invocation_files)),
+                {b.data.decode().strip() for b in pins if b},
+                _read_markers(storage, confined(prefix, marker_files)))
+
+
+def record_file(out: Output, name: str) -> FileEntry | None:
+    """The listing's entry for the record ``name`` at the top of ``out`` (None: absent)."""
+    path = f"{out.path}/{name}"
+    return next((f for f in out.files if f.path == path), None)
+
+
+def confined(prefix: str, paths: list[str]) -> list[str]:
+    """The ``paths`` that lie under ``prefix`` once links are followed: gc and du read
+    nothing through a link that leads out of the prefix (``resolve_under``)."""
+    found = []
+    for path in paths:
+        try:
+            resolve_under(prefix, path)
+        except StorageError:
+            continue
+        found.append(path)
+    return found
+
+
+def read_records(storage: Storage, prefix: str, outputs: list[Output],
+                 names: tuple[str, ...] = (STATUS_FILE, LEASE_FILE)) -> None:
+    """Read the records ``names`` (status, lease) of each output, only those its listing
+    shows: a prefix of 10,000 outputs holds few leases, and a read of an absent object costs
+    a request too."""
+    allowed = set(confined(prefix, [f"{o.path}/{n}" for o in outputs for n in names
+                                    if record_file(o, n) is not None]))
+    wanted = [(out, name) for out in outputs for name in names
+              if f"{out.path}/{name}" in allowed]
+    blobs = storage.read_many([f"{out.path}/{name}" for out, name in wanted])
+    for out in outputs:
+        if STATUS_FILE in names:
+            out.status = None
+        if LEASE_FILE in names:
+            out.lease = None
+    for (out, name), blob in zip(wanted, blobs, strict=True):
+        if blob is None:
+            continue
+        if name == LEASE_FILE:
+            out.lease = LeaseRecord.decode(blob.data)
+            continue
+        try:
+            out.status = StatusRecord.decode(blob.data)
+        except ValueError:
+            out.status = None
+
+
+def _read_invocations(storage: Storage, prefix: str, paths: list[str]) -> list[Invocation]:
+    found = []
+    for blob in storage.read_many(paths):
+        try:
+            data = json.loads(blob.data) if blob is not None else None
+            steps = data["steps"]
+            keys = {_relative(prefix, s["output_path"]) or s["key"] for s in steps}
+            found.append(Invocation(str(data["id"]), str(data.get("experiment", "?")),
+                                    float(data["started"]), data.get("ended"),
+                                    str(data.get("host", "")), int(data.get("pid", 0)),
+                                    frozenset(keys), frozenset(s["name"] for s in steps)))
+        except (ValueError, KeyError, TypeError):
+            continue  # an unreadable record keeps nothing; its outputs are judged by others
+    return found
+
+
+def _read_markers(storage: Storage, paths: list[str]) -> dict[str, str]:
+    published = {}
+    for path, blob in zip(paths, storage.read_many(paths), strict=True):
+        try:
+            run = json.loads(blob.data)["run"] if blob is not None else None
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(run, str):
+            folder, name = path.rsplit("/", 1)
+            published[f"{folder}/{RUNS}/{run}/{name[:-len(MARKER_SUFFIX)]}"] = path
+    return published
+
+

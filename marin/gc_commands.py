@@ -1,0 +1,143 @@
+"""The bodies of ``marin gc``, ``marin du`` and ``marin pin``.
+
+    marin gc --prefix gs://bucket/x                  # a dry run: what would go, and why
+    marin gc --prefix gs://bucket/x --yes --older-than 30d
+    marin du --prefix gs://bucket/x --json
+    marin pin train/tiny-3f9c01ab --prefix gs://bucket/x
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+
+from rich.console import Console
+
+from marin.execution.gc import Candidate, collect, delete, parse_age
+from marin.execution.gc_scan import scan_prefix
+from marin.execution.pins import PinError, pin, pins, unpin
+from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
+from marin.execution.usage import prefix_usage
+from marin.storage import StorageError, get_storage
+
+
+def _err(message: str) -> int:
+    """One line on stderr; exit status 2 (bad input, or a gc already running)."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _out() -> Console:
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _checked_prefix(prefix: str) -> str | None:
+    try:
+        if not get_storage(prefix).list_dir(prefix):
+            return (f"--prefix {prefix} does not exist or is empty; name the folder that "
+                    "`marin executor --prefix` wrote to")
+    except StorageError as e:
+        return str(e)
+    return None
+
+
+def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
+       wait: float = 60.0) -> int:
+    prefix = prefix.rstrip("/")
+    error = _checked_prefix(prefix)
+    try:
+        age = parse_age(older_than) if older_than is not None else None
+    except ValueError as e:
+        error = error or str(e)
+    if error is not None:
+        return _err(error)
+    scan = scan_prefix(prefix)
+    unknown = scan.unknown_keeps(keep)
+    if unknown:
+        known = sorted({i.experiment for i in scan.invocations})
+        return _err(f"--keep {unknown[0]} names no experiment or invocation id under "
+                    f"{prefix}/.marin/invocations; the experiments there: "
+                    f"{', '.join(known) or 'none'}")
+    skipped: list[str] = []
+    if yes:
+        try:
+            lease = take_prefix_for_gc(prefix, get_storage(prefix),
+                                       f"gc-{uuid.uuid4().hex[:8]}", wait)
+        except GcRefused as e:
+            return _err(str(e))
+        try:  # read again under the lease: executors may have recorded runs meanwhile
+            fresh = scan_prefix(prefix)
+            found, skipped = delete(fresh, collect(fresh, keep, age))
+        finally:
+            lease.release()
+    else:
+        found = collect(scan, keep, age)
+    total = sum(c.bytes for c in found)
+    if as_json:
+        print(json.dumps({"prefix": prefix, "dry_run": not yes, "bytes": total,
+                          "candidates": [c.to_json() for c in found], "skipped": skipped},
+                         indent=1))
+        return 0
+    console = _out()
+    verb = "deleted" if yes else "would delete"
+    for c in found:
+        console.print(f"{c.path}  {_size(c.bytes)}  {c.kind}: {c.reason}", highlight=False)
+    for note in skipped:
+        console.print(f"skipped {note}", highlight=False)
+    console.print(f"{verb} {len(found)} item(s), {_size(total)}"
+                  + ("" if yes else "; run again with --yes to delete them"), highlight=False)
+    return 0
+
+
+def du(prefix: str, as_json: bool) -> int:
+    prefix = prefix.rstrip("/")
+    error = _checked_prefix(prefix)
+    if error is not None:
+        return _err(error)
+    usage = prefix_usage(prefix)
+    if as_json:
+        print(json.dumps({"prefix": prefix, "steps": [r.to_json() for r in usage.rows],
+                          "experiments": usage.by_experiment, "step_names": usage.by_step,
+                          "bytes": usage.bytes, "gc_frees": usage.gc_frees}, indent=1))
+        return 0
+    from rich.table import Table
+
+    table = Table("experiment", "step", "version", "size", "modified", "gc frees")
+    for r in usage.rows:
+        table.add_row(r.experiment, r.step, r.version, _size(r.bytes),
+                      time.strftime("%Y-%m-%d %H:%M", time.localtime(r.modified)),
+                      _size(r.gc_frees))
+    console = _out()
+    console.print(table)
+    for title, totals in (("experiment", usage.by_experiment), ("step", usage.by_step)):
+        console.print(f"per {title}: " + ", ".join(f"{name} {_size(size)}"
+                                                    for name, size in totals.items()),
+                      highlight=False)
+    console.print(f"{len(usage.rows)} step output(s), {_size(usage.bytes)}"
+                  f"; marin gc would free {_size(usage.gc_frees)}", highlight=False)
+    return 0
+
+
+def pin_command(prefix: str, key: str | None, listing: bool, remove: bool) -> int:
+    try:
+        if listing or key is None:
+            for name in pins(prefix):
+                print(name)
+            return 0
+        (unpin if remove else pin)(prefix, key)
+    except (PinError, StorageError) as e:
+        return _err(str(e))
+    return 0
+
+
+__all__ = ["Candidate", "du", "gc", "pin_command"]

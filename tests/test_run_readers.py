@@ -57,7 +57,7 @@ def write_marin_tracker(folder: Path, params, tokens, flops, loss, group=None) -
     (folder / "tracker_metrics.jsonl").write_text(json.dumps(record) + "\n")
 
 
-def write_levanter(folder: Path, params, tokens, flops, loss) -> None:
+def write_levanter(folder: Path, params, tokens, flops, loss, name="tracker.jsonl") -> None:
     """Levanter's JSON logger: the figures logged per step, the eval loss in the summary."""
     folder.mkdir(parents=True)
     lines = [{"tracker": "json_logger", "event": "hparams", "hparams": {"lr": 0.01}}]
@@ -66,7 +66,7 @@ def write_levanter(folder: Path, params, tokens, flops, loss) -> None:
             "parameter_count": params, "throughput/total_tokens": tokens * step / 2,
             "throughput/total_gflops": flops / 1e9 * step / 2}})
     lines.append({"tracker": "json_logger", "event": "finish", "summary": {"eval/loss": loss}})
-    (folder / "tracker.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / name).write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
 def write_wandb(folder: Path, params, tokens, flops, loss, as_list=False) -> None:
@@ -155,6 +155,17 @@ def test_labels_from_group_parent_and_flag(tmp_path):
     labels = {r.run: r.label for r in read_runs(str(tmp_path / "c4"))}
     assert labels == {"grouped": "isoflop-c4", "plain": "c4"}
     assert {r.label for r in read_runs(str(tmp_path / "c4"), label="x")} == {"x"}
+
+
+def test_json_logger_events_persisted_as_tracker_metrics(tmp_path):
+    """Levanter's JSON logger's events saved under Marin's file name read as in its own."""
+    run = law_runs()[5]
+    write_levanter(tmp_path / "a", *run)
+    write_levanter(tmp_path / "b", *run, name="tracker_metrics.jsonl")
+    [a], [b] = read_run_folders(str(tmp_path / "a")), read_run_folders(str(tmp_path / "b"))
+    assert layout_of(str(tmp_path / "b")) == "marin-wandb"
+    assert (b.params, b.tokens, b.flops, b.loss) == (a.params, a.tokens, a.flops, a.loss)
+    assert (a.params, a.tokens, a.loss) == pytest.approx(run[:2] + run[3:], rel=1e-12)
 
 
 def test_metric_by_study_name_or_levanter_name(tmp_path):

@@ -1,7 +1,7 @@
 """Run folders as rows for the fits: marin's own outputs, Marin's ``tracker_metrics.jsonl``,
 Levanter's JSON logger and W&B run exports.
 
-    rows = read_run_folders("local_store/isoflop-tiny/runs")           # a folder of runs
+    rows = read_run_folders("local_store/train")                       # a folder of runs
     rows = read_run_folders("exports/c4/*", metric="eval/paloma/c4_en/bpb", label="c4")
     layout_of("wandb-exports/run-1")                                   # "wandb" (or None)
 
@@ -12,7 +12,7 @@ found is read, so a marin run that also logged to trackers reads from its own fi
 ``marin-study`` ``outcome.json``: a study's candidate (its label, budget and status)
 ``marin``       ``summary.json``: marin's trainer (``RunSummary``)
 ``marin-wandb`` ``tracker_metrics.jsonl``: Marin's copy of a W&B run, lines with
-                ``config``, ``summary`` and optionally ``history``
+                ``config``, ``summary`` and optionally ``history`` (or JSON logger events)
 ``levanter``    ``tracker.jsonl``: Levanter's JSON logger (``event`` lines)
 ``wandb``       ``wandb-summary.json`` (or ``files/wandb-summary.json``), with an
                 optional history (``wandb-history.jsonl``, ``history.jsonl`` or
@@ -146,37 +146,41 @@ def _records(url: str) -> list[dict[str, Any]] | None:
 
 # -- the layouts -----------------------------------------------------------------------------
 
-def _from_marin_tracker(folder: str) -> _Tracked:
-    """Lines of ``{"config", "summary", "history"?}``; a later line adds to an earlier."""
-    url = join_url(folder, MARIN_TRACKER)
-    run = _Tracked(url)
-    for record in _json_lines(url, _text(url) or ""):
-        run.config.update(_object(url, record.get("config", {}), "config"))
-        run.summary.update(_object(url, record.get("summary", {}), "summary"))
-        history = record.get("history", [])
-        if not isinstance(history, list):
-            raise RunFolderError(f"{url}: history must be a list of records")
-        run.history += [_object(url, r, "each history record") for r in history]
-    if not run.summary and not run.history:
-        raise RunFolderError(f"{url} holds no summary: a run's line is "
-                             '{"config": {...}, "summary": {...}}; rewrite it after the run')
-    return run
+def _tracker_file(name: str) -> Callable[[str], _Tracked]:
+    """A tracker's JSON lines: Marin's records (``config``, ``summary``, optionally
+    ``history``; a later line adds to an earlier) or Levanter's JSON logger events
+    (``hparams``, ``log``, ``summary``, ``finish``), in either file."""
+    def read(folder: str) -> _Tracked:
+        url = join_url(folder, name)
+        run = _Tracked(url)
+        for record in _json_lines(url, _text(url) or ""):
+            if "event" in record:
+                _event(url, run, record)
+                continue
+            run.config.update(_object(url, record.get("config", {}), "config"))
+            run.summary.update(_object(url, record.get("summary", {}), "summary"))
+            history = record.get("history", [])
+            if not isinstance(history, list):
+                raise RunFolderError(f"{url}: history must be a list of records")
+            run.history += [_object(url, r, "each history record") for r in history]
+        if not run.summary and not run.history:
+            raise RunFolderError(f"{url} holds no figures: a line is "
+                                 '{"config": {...}, "summary": {...}} or a JSON logger event; '
+                                 "write it again after the run")
+        return run
+    return read
 
 
-def _from_levanter_tracker(folder: str) -> _Tracked:
-    url = join_url(folder, LEVANTER_TRACKER)
-    run = _Tracked(url)
-    for record in _json_lines(url, _text(url) or ""):
-        event = record.get("event")
-        if event == "hparams":
-            run.config.update(_object(url, record.get("hparams", {}), "hparams"))
-        elif event == "log":
-            run.history.append({"_step": record.get("step"), **_object(
-                url, record.get("metrics", {}), "metrics")})
-        elif event in ("summary", "finish"):
-            key = "metrics" if event == "summary" else "summary"
-            run.summary.update(_object(url, record.get(key, {}), key))
-    return run
+def _event(url: str, run: _Tracked, record: dict[str, Any]) -> None:
+    event = record["event"]
+    if event == "hparams":
+        run.config.update(_object(url, record.get("hparams", {}), "hparams"))
+    elif event == "log":
+        run.history.append({"_step": record.get("step"), **_object(
+            url, record.get("metrics", {}), "metrics")})
+    elif event in ("summary", "finish"):
+        key = "metrics" if event == "summary" else "summary"
+        run.summary.update(_object(url, record.get(key, {}), key))
 
 
 def _from_wandb(folder: str) -> _Tracked:
@@ -298,8 +302,8 @@ class _Layout:
 _LAYOUTS = (
     _Layout("marin-study", (OUTCOME,), _study_row),
     _Layout("marin", (SUMMARY,), _marin_row),
-    _Layout("marin-wandb", (MARIN_TRACKER,), _tracked(_from_marin_tracker)),
-    _Layout("levanter", (LEVANTER_TRACKER,), _tracked(_from_levanter_tracker)),
+    _Layout("marin-wandb", (MARIN_TRACKER,), _tracked(_tracker_file(MARIN_TRACKER))),
+    _Layout("levanter", (LEVANTER_TRACKER,), _tracked(_tracker_file(LEVANTER_TRACKER))),
     _Layout("wandb", (WANDB_SUMMARY, f"files/{WANDB_SUMMARY}"), _tracked(_from_wandb)),
 )
 #: each layout's name and the files that mark it, in the order they are tried

@@ -157,6 +157,28 @@ def test_labels_from_group_parent_and_flag(tmp_path):
     assert {r.label for r in read_runs(str(tmp_path / "c4"), label="x")} == {"x"}
 
 
+def test_a_study_candidate_keeps_its_label_budget_and_status(tmp_path):
+    from marin.scaling_laws.study.artifacts import OUTCOME, RunOutcome, write_artifact
+
+    params, tokens, flops, loss = law_runs()[2]
+    summary = RunSummary(params=int(params), tokens=int(tokens), flops=flops, steps=1,
+                         batch_size=1, seq_len=1, train_loss=loss, final_step_loss=loss,
+                         eval_loss=loss, eval_bpb=loss / 2, macro_loss=loss,
+                         macro_bpb=loss / 2)
+    for name, status in (("ok-run", "ok"), ("nan-run", "diverged")):
+        write_artifact(str(tmp_path / "runs" / name), OUTCOME, RunOutcome(
+            run_name=name, group="g", label="plays", budget=1e18, status=status,
+            reason=None if status == "ok" else "loss was NaN at step 3", hidden_dim=64,
+            num_layers=2, summary=summary if status == "ok" else None))
+    rows = {r.run: r for r in read_runs(str(tmp_path / "runs"), "macro_bpb")}
+    assert layout_of(str(tmp_path / "runs" / "ok-run")) == "marin-study"
+    assert (rows["ok-run"].label, rows["ok-run"].budget, rows["ok-run"].status) == (
+        "plays", 1e18, "ok")
+    assert rows["ok-run"].loss == pytest.approx(loss / 2)
+    assert (rows["nan-run"].status, rows["nan-run"].reason) == ("diverged",
+                                                                "loss was NaN at step 3")
+
+
 def test_json_logger_events_persisted_as_tracker_metrics(tmp_path):
     """Levanter's JSON logger's events saved under Marin's file name read as in its own."""
     run = law_runs()[5]

@@ -2,7 +2,7 @@
 Levanter's JSON logger and W&B run exports.
 
     rows = read_run_folders("local_store/train")                       # a folder of runs
-    rows = read_run_folders("exports/c4/*", metric="eval/paloma/c4_en/bpb", label="c4")
+    rows = read_run_folders("exports/c4", metric="eval/paloma/c4_en/bpb", label="c4")
     layout_of("wandb-exports/run-1")                                   # "wandb" (or None)
 
 Each layout is recognised by a file in the run's folder, tried in this order (the first

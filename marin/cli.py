@@ -108,8 +108,13 @@ def _parser() -> argparse.ArgumentParser:
     cand.add_argument("--json", action="store_true")
     cand.set_defaults(handler=_scaling_candidates)
     fit = scaling_sub.add_parser("fit", help="fit scaling laws to finished runs and plot them")
-    fit.add_argument("results", help="CSV, JSON lines or Parquet with params, tokens, flops, "
-                     "loss (and optionally budget)")
+    fit.add_argument("results", nargs="+", help="tables (CSV, JSON lines or Parquet with "
+                     "params, tokens, flops, loss and optionally budget), run folders (marin, "
+                     "Marin's tracker_metrics.jsonl, Levanter, W&B exports) or folders of them")
+    fit.add_argument("--metric", default="loss", help="what to fit: loss, bpb, macro_bpb, "
+                     "<set>/bpb, or Levanter's eval/paloma/c4_en/bpb ... (default loss)")
+    fit.add_argument("--label", help="one label for all the runs (default: each run's "
+                     "label, group or parent folder)")
     fit.add_argument("--target", type=float, help="budget to predict the optimal model for")
     fit.add_argument("--out", help="folder for plots (PNG, HTML) and fit.json")
     fit.add_argument("--bootstrap", type=int, default=1000,
@@ -225,7 +230,8 @@ def _scaling_fit(args: argparse.Namespace, extra: list[str]) -> int:
     from marin import commands
 
     return _reject_extra(extra) or commands.scaling_fit(
-        args.results, args.target, args.out, args.bootstrap, args.heuristic, args.json)
+        args.results, args.target, args.out, args.bootstrap, args.heuristic, args.json,
+        args.metric, args.label)
 
 
 def _gc(args: argparse.Namespace, extra: list[str]) -> int:

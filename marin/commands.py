@@ -221,14 +221,15 @@ def scaling_candidates(budget: float, heuristic_name: str, hardware: str | None,
     return 0
 
 
-def scaling_fit(results: str, target: float | None, out_dir: str | None, bootstrap: int,
-                heuristic_name: str, as_json: bool) -> int:
-    """The study's fitting pipeline on a table of runs: every label of the table (the
-    ``label`` column; ``default`` without one) fitted on its ``loss`` column, and
+def scaling_fit(results: str | list[str], target: float | None, out_dir: str | None,
+                bootstrap: int, heuristic_name: str, as_json: bool, metric: str = "loss",
+                label: str | None = None) -> int:
+    """The study's fitting pipeline on finished runs (tables, run folders, folders of runs;
+    ``marin.scaling_laws.results.read_runs``): every label fitted on ``metric``, and
     ``fit.json`` in the study's schema (``StudyFits``)."""
     import math
 
-    from marin.scaling_laws.results import ResultsError, read_result_rows
+    from marin.scaling_laws.results import ResultsError, read_runs
     from marin.scaling_laws.study.analysis import fit_labels
     from marin.scaling_laws.study.artifacts import FIT, StudyResult, write_artifact
 
@@ -237,9 +238,9 @@ def scaling_fit(results: str, target: float | None, out_dir: str | None, bootstr
     if bootstrap < 0:
         return _err(f"--bootstrap must be 0 (no standard errors) or more, got {bootstrap}")
     try:
-        rows = read_result_rows(results)
+        rows = read_runs(results, metric, label)
         labels = list(dict.fromkeys(r.label for r in rows))
-        fits = fit_labels(rows, labels, metric="loss", targets=[target] if target else [],
+        fits = fit_labels(rows, labels, metric=metric, targets=[target] if target else [],
                           bootstrap=bootstrap, compare_at=[target] if target else [])
     except (ResultsError, ValueError) as e:
         return _err(str(e))

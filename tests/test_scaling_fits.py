@@ -286,7 +286,8 @@ def test_fit_refuses_bad_numbers_in_one_line(tmp_path: Path, args, words):
 
 def test_fit_names_a_folder_or_a_malformed_line(tmp_path: Path):
     folder = _fit(str(tmp_path))
-    assert folder.returncode == 2 and "is a folder" in folder.stderr, folder.stderr
+    assert folder.returncode == 2 and "holds no run: none of outcome.json" in folder.stderr
+    assert folder.stderr.strip().count("\n") == 0, folder.stderr
     table = tmp_path / "runs.jsonl"
     table.write_text('{"params": 1, "tokens": 2, "loss": 3}\n{"params": 1,\n')
     bad = _fit(str(table))

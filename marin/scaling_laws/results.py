@@ -1,7 +1,13 @@
-"""Reading a table of finished runs for the fits: CSV, JSON lines or Parquet.
+"""Reading finished runs for the fits: tables (CSV, JSON lines or Parquet) and run folders.
 
     records = read_results("gs://bucket/sweep/results.parquet")   # RunRecords
     rows = read_result_rows("local_store/isoflop-tiny/fit-1a2b3c4d/runs.csv")   # RunRows
+    rows = read_runs(["runs.csv", "marin-runs/*", "wandb-exports/"], metric="loss")
+
+``read_runs`` takes any mix of tables, run folders and folders of runs, and globs of them
+(``marin.scaling_laws.run_readers`` reads the folders: marin's, Marin's
+``tracker_metrics.jsonl``, Levanter's JSON logger, W&B exports). A table's metric is its
+``loss`` column, or the column ``metric`` names.
 
 Required columns: ``params``, ``tokens``, ``loss``, and ``flops`` (or it is taken as
 ``6 * params * tokens``); an optional ``budget`` column groups runs by IsoFLOP tier. A
@@ -15,9 +21,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from marin.storage.files import open_url
+from marin.storage.files import glob, open_url, url_to_fs
+
+__all__ = ["REQUIRED", "ResultsError", "read_result_rows", "read_results", "read_runs"]
 
 REQUIRED = ("params", "tokens", "loss")
 
@@ -26,12 +35,47 @@ class ResultsError(ValueError):
     """The results table cannot be read; the message names the file and the problem."""
 
 
+def read_runs(paths: str | Sequence[str], metric: str = "loss", label: str | None = None
+              ) -> list[Any]:
+    """``RunRow``s from tables, run folders and folders of runs (globs too), in order;
+    ``label`` (when given) labels them all."""
+    from marin.scaling_laws.run_readers import RunFolderError, read_run_folders
+
+    rows = []
+    for path in [paths] if isinstance(paths, str) else paths:
+        for found in _expand(path):
+            try:
+                if _is_folder(found):
+                    rows += read_run_folders(found, metric, label)
+                else:
+                    rows += read_result_rows(found, metric, label)
+            except RunFolderError as e:
+                raise ResultsError(str(e)) from None
+    return rows
+
+
+def _expand(path: str) -> list[str]:
+    if not any(c in path for c in "*?["):
+        return [path]
+    found = glob(path)
+    if not found:
+        raise ResultsError(f"{path} matches nothing; check the pattern (quote it so that the "
+                           "shell leaves it to marin)")
+    return found
+
+
+def _is_folder(url: str) -> bool:
+    fs, path = url_to_fs(url)
+    return fs.isdir(path)
+
+
 def read_results(path: str) -> list[Any]:
     return [row.record() for row in read_result_rows(path)]
 
 
-def read_result_rows(path: str) -> list[Any]:
-    """The table as ``marin.scaling_laws.study.artifacts.RunRow``s, in order."""
+def read_result_rows(path: str, metric: str = "loss", label: str | None = None) -> list[Any]:
+    """The table as ``marin.scaling_laws.study.artifacts.RunRow``s, in order: ``loss`` is
+    the column ``metric`` names (``loss`` itself by default)."""
     try:
         with open_url(path) as f:
             raw = f.read()
@@ -45,6 +89,13 @@ def read_result_rows(path: str) -> list[Any]:
     rows = _rows(path, raw)
     if not rows:
         raise ResultsError(f"results file {path} has no rows")
+    if metric != "loss":
+        if metric not in rows[0]:
+            raise ResultsError(f"results file {path} has no column {metric!r} for the metric; "
+                               f"it has {', '.join(rows[0])}: pass one with --metric")
+        rows = [{**row, "loss": row[metric]} for row in rows]
+    if label is not None:
+        rows = [{**row, "label": label} for row in rows]
     missing = [c for c in REQUIRED if c not in rows[0]]
     if missing:
         raise ResultsError(f"results file {path} lacks column(s) {', '.join(missing)}; "

@@ -26,6 +26,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from marin.execution.graph import nonblocking_keys
 from marin.execution.states import StepState
 from marin.execution.status import current_user, git_commit
 
@@ -117,6 +118,7 @@ class _InvocationRecorder:
 def _step_json(entry: PlanEntry) -> dict[str, Any]:
     node = entry.node
     return {"key": node.key, "name": node.name, "output_path": node.output_path,
-            "dependencies": [d.key for d in node.dependencies], "action": entry.action,
+            "dependencies": [d.key for d in node.dependencies],
+            "nonblocking": nonblocking_keys(node), "action": entry.action,
             "reason": entry.reason, "description": node.step.description,
             "status_at_plan": entry.status.value if entry.status else None}

@@ -209,7 +209,7 @@ def test_gc_and_the_dashboard_count_a_nonblocking_dependency(tmp_path: Path):
     reader = PrefixReader(prefix)
     [invocation] = reader.invocations()
     planned = {s.key: s for s in invocation.steps}
-    assert planned[eval_key].dependencies == (train_key,)
+    assert planned[eval_key].dependencies == planned[eval_key].nonblocking == (train_key,)
     for plan in (planned, None):  # from the invocation record, and from the info files
         states = {s.key: s for s in reader.step_states([train_key, eval_key], plan)}
         assert states[eval_key].dependencies == [train_key]

@@ -49,14 +49,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     args = parser.parse_args()
     walked: Counter[str] = Counter()
-    real = graph_module.dependencies_of
+    real = graph_module.dependency_edges
 
     def counting(step):
         walked[step.name] += 1
         return real(step)
 
-    graph_module.dependencies_of = counting
-    overrides_module.dependencies_of = counting
+    graph_module.dependency_edges = counting
+    overrides_module.dependency_edges = counting
     with tempfile.TemporaryDirectory() as prefix, contextlib.redirect_stdout(io.StringIO()):
         executor_main(chain(args.steps), args=["--prefix", prefix, "--dry-run", "--json",
                                                "--s/0.rate", "2"])

@@ -72,12 +72,25 @@ def test_marin_spellings_hash_and_resolve_as_ours():
 @pytest.mark.parametrize("make", [
     lambda s: InputName(s, "x", block_on_step=False),
     lambda s: InputName(s, "x").nonblocking(),
-    lambda s: InputName.hardcoded("raw/data"),
+    lambda s: InputName(s).nonblocking() / "x",
+    lambda s: output_path_of(s, "x", blocking=False),
 ])
-def test_what_marin_allows_and_this_executor_does_not_is_refused_with_the_fix(make):
+def test_marin_nonblocking_spellings_are_one_dependency_not_waited_for(make):
     data = ExecutorStep("data", noop, {"out": this_output_path()})
+    blocking = ExecutorStep("use", noop, {"in": InputName(data, "x")})
+    nonblocking = ExecutorStep("use", noop, {"in": make(data)})
+    g_block, g_non = StepGraph.build([blocking], "/p"), StepGraph.build([nonblocking], "/p")
+    node_block, node_non = g_block.node_of(blocking), g_non.node_of(nonblocking)
+    assert node_non.key == node_block.key  # hashed as a blocking dependency
+    assert g_non.resolve_config(node_non) == g_block.resolve_config(node_block) == {
+        "in": f"{g_non.node_of(data).output_path}/x"}
+    assert node_non.dependencies == [g_non.node_of(data)]
+    assert node_non.nonblocking == {g_non.node_of(data)} and not node_block.nonblocking
+
+
+def test_a_hardcoded_input_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="plain string"):
-        make(data)
+        InputName.hardcoded("raw/data")
 
 
 def test_an_input_that_is_not_a_step_names_the_fix():

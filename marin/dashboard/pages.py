@@ -32,7 +32,7 @@ from marin.dashboard.outputs import (
     read_text_tail,
 )
 from marin.dashboard.reader import DashboardError, PrefixReader, StepView, step_key_of
-from marin.dashboard.records import Invocation, PlannedStep, info_view, valid_time
+from marin.dashboard.records import InvocationRecord, InvocationStep, info_view, valid_time
 
 STATES = ("FAILED", "STOPPED", "CORRUPT", "RUNNING", "CANCELLED", "PENDING", "SUCCESS")
 GRAPH_LIMIT = 300
@@ -58,13 +58,13 @@ def _index(reader: PrefixReader) -> OutputIndex:
 
 
 def _scope(reader: PrefixReader, exp: str | None
-           ) -> tuple[list[str], dict[str, PlannedStep], Invocation | None]:
+           ) -> tuple[list[str], dict[str, InvocationStep], InvocationRecord | None]:
     """Step keys, plan entries by key, and the invocation record for ``exp`` (all steps
     under the prefix when ``exp`` is empty or ``all``). Planned keys that name no step
     folder under the prefix are left out (the record's problems say so)."""
     if exp and exp != "all":
         record = reader.invocation(exp)
-        planned: dict[str, PlannedStep] = {}
+        planned: dict[str, InvocationStep] = {}
         for step in record.steps:
             try:
                 planned[step_key_of(step.key)] = step

@@ -22,14 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from marin.dashboard.confine import Confinement
-from marin.dashboard.records import (
-    Invocation,
-    PlannedStep,
-    StepView,
-    decode_invocation,
-    info_view,
-    status_fields,
-)
+from marin.dashboard.records import StepView, info_view, status_fields
+from marin.execution.invocation_record import InvocationRecord, InvocationStep
 from marin.execution.invocations import invocations_folder
 from marin.execution.lease import LeaseRecord
 from marin.execution.states import StepState
@@ -112,7 +106,7 @@ class PrefixReader:
         self.discover_ttl = discover_ttl
         self.confine = Confinement(self.prefix)
         self._lock = threading.Lock()
-        self._ended: dict[str, Invocation] = {}
+        self._ended: dict[str, InvocationRecord] = {}
         self._infos: dict[str, tuple[str, Any, str | None]] = {}
         self._statuses: dict[str, tuple[bytes | None, dict[str, Any]]] = {}
         self._discovered: tuple[float, list[str]] | None = None
@@ -137,7 +131,7 @@ class PrefixReader:
 
     # -- invocations -------------------------------------------------------------------
 
-    def invocations(self) -> list[Invocation]:
+    def invocations(self) -> list[InvocationRecord]:
         """Every recorded invocation (newest first); unreadable records are listed with
         their ``error``."""
         folder = invocations_folder(self.prefix)
@@ -145,9 +139,9 @@ class PrefixReader:
                        reverse=True)
         todo = [n for n in names if n not in self._ended]
         blobs = self.storage.read_many([f"{folder}/{n}" for n in todo])
-        fresh: dict[str, Invocation] = {}
+        fresh: dict[str, InvocationRecord] = {}
         for name, blob in zip(todo, blobs, strict=True):
-            record = decode_invocation(name, None if blob is None else blob.data)
+            record = InvocationRecord.decode(name, None if blob is None else blob.data)
             if record.ended is not None or (record.error and blob is not None):
                 with self._lock:
                     self._ended[name] = record
@@ -156,7 +150,7 @@ class PrefixReader:
         return [self._ended.get(n) or fresh[n] for n in names
                 if n in self._ended or n in fresh]
 
-    def invocation(self, invocation_id: str) -> Invocation:
+    def invocation(self, invocation_id: str) -> InvocationRecord:
         if not re.fullmatch(r"[0-9A-Za-z_.-]{1,200}", invocation_id):
             raise DashboardError(f"no invocation {invocation_id!r}", status=404)
         name = f"{invocation_id}.json"
@@ -167,7 +161,7 @@ class PrefixReader:
                 raise DashboardError(f"no invocation {invocation_id!r} under {self.prefix} "
                                      "(see the experiments page for those recorded)",
                                      status=404)
-            record = decode_invocation(name, blob.data)
+            record = InvocationRecord.decode(name, blob.data)
         if record.error:
             raise DashboardError(record.error, status=422)
         if record.ended is not None:
@@ -208,7 +202,7 @@ class PrefixReader:
     def _join(self, rel: str) -> str:
         return self.output_path(rel) if rel else self.prefix
 
-    def step_states(self, keys: Sequence[str], planned: dict[str, PlannedStep] | None = None,
+    def step_states(self, keys: Sequence[str], planned: dict[str, InvocationStep] | None = None,
                     with_info: bool = True) -> list[StepView]:
         """The current state of each step: statuses and leases read now (a status whose
         bytes did not change is not parsed again), infos read once per run of the step.
@@ -325,7 +319,7 @@ class PrefixReader:
             return None
         return _lease(self.storage.read(lease_path(self.output_path(key))))
 
-    def history(self, key: str) -> list[tuple[Invocation, PlannedStep]]:
+    def history(self, key: str) -> list[tuple[InvocationRecord, InvocationStep]]:
         """What each recorded invocation planned for the step and how it ended there."""
         return [(inv, step) for inv in self.invocations() for step in inv.steps
                 if step.key == key]

@@ -36,13 +36,7 @@ from marin.execution.prefix_guard import planning_guard
 from marin.execution.progress import Progress, SilentProgress
 from marin.execution.runners import Runner, make_runner
 from marin.execution.states import StepState
-from marin.execution.status import (
-    attempt_path,
-    code_fingerprint,
-    current_user,
-    function_name,
-    git_commit,
-)
+from marin.execution.status import attempt_path, code_fingerprint, info_record
 from marin.execution.step import (
     ExecutorStep,
     output_path_of,
@@ -264,7 +258,9 @@ class Executor:
 
 
 class _Run:
-    """The scheduling loop of one ``Executor.run``."""
+    """The scheduling loop of one ``Executor.run``. A step is submitted once each of its
+    dependencies in the run has succeeded, or, for a nonblocking one, been submitted: the
+    runner starts jobs in the order they come, so the dependency starts first."""
 
     def __init__(self, executor: Executor, plan: Plan, runner: Runner, progress: Progress):
         self.executor = executor
@@ -277,6 +273,7 @@ class _Run:
         self.waiting_on: dict[StepNode, int] = {}
         self.in_flight: dict[Future[StepOutcome], PlanEntry] = {}
         self._settled: set[StepNode] = set()
+        self._submitted: set[StepNode] = set()
 
     def execute(self) -> RunResult:
         todo = [e for e in self.plan.entries if e.action != "skip"]
@@ -288,9 +285,7 @@ class _Run:
                 self._record_skip(entry)
         try:  # from here a Ctrl-C reports the run as interrupted, whatever it was doing
             self.progress.run_started(self.plan, len(todo))
-            for entry in todo:
-                if self.waiting_on[entry.node] == 0 and entry.node not in self._settled:
-                    self._submit(entry)
+            self._submit_ready([e.node for e in todo if self.waiting_on[e.node] == 0])
             while self.in_flight:
                 done, _ = wait(list(self.in_flight), return_when=FIRST_COMPLETED)
                 for future in done:
@@ -307,7 +302,26 @@ class _Run:
         error = entry.reason if entry.refused_failure else None
         self._add_result(entry, state, error=error)
         if entry.refused_failure:
-            self._block_dependents(entry)
+            self._block_dependents(entry, started=False)
+
+    def _submit_ready(self, ready: list[StepNode]) -> None:
+        """Submit ``ready``, each followed by the steps that waited only for it to start."""
+        ready.reverse()
+        while ready:
+            node = ready.pop()
+            if node not in self._settled and node not in self._submitted:
+                self._submit(self.plan.entry_of(node))
+                ready.extend(reversed(self._released(node, started=True)))
+
+    def _released(self, node: StepNode, started: bool) -> list[StepNode]:
+        """The dependents that wait for nothing more, now that ``node`` has started (for
+        its nonblocking dependents) or succeeded (for the others)."""
+        waiting = self.waiting_on
+        children = [c for c in self.dependents[node]
+                    if c in waiting and (node in c.nonblocking) == started]
+        for child in children:
+            waiting[child] -= 1
+        return [c for c in children if waiting[c] == 0]
 
     def _submit(self, entry: PlanEntry) -> None:
         node = entry.node
@@ -316,13 +330,14 @@ class _Run:
         job = StepJob(
             key=node.key, name=node.name, output_path=node.output_path, fn=node.step.fn,
             config=graph.resolve_config(node, attempt_path(node.output_path, self.run_id)),
-            info=self._info(entry, graph.resolve_config(node), fingerprint),
+            info=info_record(node, graph.resolve_config(node), fingerprint, self.run_id),
             code_fingerprint=fingerprint, run_id=self.run_id,
             lease_ttl=self.executor.lease_ttl, poll_interval=self.executor.poll_interval,
             planned_status=entry.status_record, rerun=entry.rerun,
             resume=node.step.resumable, prefix=self.executor.prefix,
         )
         self.progress.step_started(entry)
+        self._submitted.add(node)
         self.in_flight[self.runner.submit(job, node.step.resources)] = entry
 
     def _finish(self, entry: PlanEntry, future: Future[StepOutcome]) -> None:
@@ -333,19 +348,18 @@ class _Run:
         self.progress.step_finished(entry, outcome)
         self._add_result(entry, outcome.state, outcome.seconds, outcome.error, outcome.traceback)
         if outcome.state.is_done:
-            for child in self.dependents[entry.node]:
-                if child in self.waiting_on:
-                    self.waiting_on[child] -= 1
-                    if self.waiting_on[child] == 0 and child not in self._settled:
-                        self._submit(self.plan.entry_of(child))
+            self._submit_ready(self._released(entry.node, started=False))
         else:
-            self._block_dependents(entry)
+            self._block_dependents(entry, started=True)
 
-    def _block_dependents(self, failed: PlanEntry) -> None:
-        stack = list(self.dependents[failed.node])
+    def _block_dependents(self, failed: PlanEntry, started: bool) -> None:
+        """Block what waits for ``failed``: every dependent when it never started, the
+        blocking ones only when it started (the others are running or released)."""
+        stack = [n for n in self.dependents[failed.node]
+                 if not (started and failed.node in n.nonblocking)]
         while stack:
             node = stack.pop()
-            if node in self._settled or node not in self.waiting_on:
+            if node in self._settled or node in self._submitted or node not in self.waiting_on:
                 continue
             entry = self.plan.entry_of(node)
             reason = f"dependency {failed.node.key} did not succeed"
@@ -371,23 +385,3 @@ class _Run:
             future.cancel()
             self._add_result(entry, StepState.CANCELLED, error=reason)
         self.in_flight.clear()
-
-    def _info(self, entry: PlanEntry, config: Any, fingerprint: str) -> dict[str, Any]:
-        node = entry.node
-        step = node.step
-        return {
-            "name": node.name,
-            "key": node.key,
-            "hash": node.hash,
-            "version": node.version,
-            "output_path": node.output_path,
-            "description": step.description,
-            "config": config,
-            "dependencies": [d.output_path for d in node.dependencies],
-            "fn": function_name(step.fn),
-            "code_fingerprint": fingerprint,
-            "git_commit": git_commit(),
-            "user": current_user(),
-            "created": time.time(),
-            "run_id": self.run_id,
-        }

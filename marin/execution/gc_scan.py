@@ -23,6 +23,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from marin.execution.invocation_record import InvocationRecord
 from marin.execution.invocations import INVOCATIONS_DIR
 from marin.execution.lease import LeaseRecord
 from marin.execution.shared import MARKER_SUFFIX, RUNS
@@ -81,14 +82,31 @@ class Output:
 
 @dataclass(frozen=True)
 class Invocation:
-    id: str
-    experiment: str
-    started: float
-    ended: float | None
-    host: str
-    pid: int
+    """An invocation record as gc sees it: the outputs it names under this prefix (every
+    step of its plan, nonblocking dependencies included) and the names of their steps."""
+
+    record: InvocationRecord
     keys: frozenset[str]
     names: frozenset[str]
+
+    @classmethod
+    def of(cls, record: InvocationRecord, prefix: str) -> Invocation:
+        keys = {(_relative(prefix, s.output_path) if s.output_path else None) or s.key
+                for s in record.steps}
+        return cls(record, frozenset(keys), frozenset(s.name for s in record.steps))
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def experiment(self) -> str:
+        return self.record.experiment
+
+    @property
+    def started(self) -> float:
+        """The start time (0 for a record without one: the oldest)."""
+        return self.record.started or 0.0
 
     @property
     def identity(self) -> tuple[str, frozenset[str]]:
@@ -96,12 +114,13 @@ class Invocation:
 
     @property
     def may_be_running(self) -> bool:
-        if self.ended is not None:
+        record = self.record
+        if record.ended is not None:
             return False
-        if self.host != socket.gethostname():
+        if record.host != socket.gethostname() or not record.pid:
             return True  # cannot tell: kept
         try:
-            os.kill(self.pid, 0)
+            os.kill(record.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
@@ -241,17 +260,11 @@ def read_records(storage: Storage, prefix: str, outputs: list[Output],
 
 def _read_invocations(storage: Storage, prefix: str, paths: list[str]) -> list[Invocation]:
     found = []
-    for blob in storage.read_many(paths):
-        try:
-            data = json.loads(blob.data) if blob is not None else None
-            steps = data["steps"]
-            keys = {_relative(prefix, s["output_path"]) or s["key"] for s in steps}
-            found.append(Invocation(str(data["id"]), str(data.get("experiment", "?")),
-                                    float(data["started"]), data.get("ended"),
-                                    str(data.get("host", "")), int(data.get("pid", 0)),
-                                    frozenset(keys), frozenset(s["name"] for s in steps)))
-        except (ValueError, KeyError, TypeError):
-            continue  # an unreadable record keeps nothing; its outputs are judged by others
+    for path, blob in zip(paths, storage.read_many(paths), strict=True):
+        record = InvocationRecord.decode(path.rpartition("/")[2],
+                                         None if blob is None else blob.data)
+        if record.error is None:  # an unreadable record keeps nothing; others judge its outputs
+            found.append(Invocation.of(record, prefix))
     return found
 
 

@@ -45,6 +45,9 @@ class StepNode:
     version: dict[str, Any]
     output_path: str
     dependencies: list[StepNode] = field(default_factory=list)
+    nonblocking: frozenset[StepNode] = frozenset()
+    """The dependencies this step does not wait for (its config names them only through
+    ``output_path_of(..., blocking=False)``): it starts once they have started."""
 
     key: str = field(init=False)
     """``<name>-<hash>``: the step's identity, and the last part of its output path."""
@@ -71,12 +74,15 @@ class StepOrder:
     steps: list[ExecutorStep]
     dependencies: dict[int, list[ExecutorStep]]
     """``id(step)``: the steps its config refers to (``steps`` keeps them alive)."""
+    nonblocking: dict[int, frozenset[int]] = field(default_factory=dict)
+    """``id(step)``: the ids of those dependencies it does not wait for; only steps that
+    have any are listed."""
 
     @classmethod
     def of(cls, roots: Sequence[ExecutorStep]) -> StepOrder:
         check_steps(roots)
-        steps, deps = _ordered_with_dependencies(roots)
-        return cls(list(roots), steps, deps)
+        steps, deps, nonblocking = _ordered_with_dependencies(roots)
+        return cls(list(roots), steps, deps, nonblocking)
 
     def names(self) -> list[str]:
         return [s.name for s in self.steps]
@@ -98,13 +104,14 @@ class StepGraph:
     @classmethod
     def from_order(cls, walked: StepOrder, prefix: str) -> StepGraph:
         """Hash an already walked ``StepOrder`` and place it under ``prefix``."""
-        order, deps_of = walked.steps, walked.dependencies
+        order, deps_of, nonblocking = walked.steps, walked.dependencies, walked.nonblocking
         node_by_step: dict[int, StepNode] = {}
         node_by_key: dict[str, StepNode] = {}
         version_by_name: dict[str, StepNode] = {}
         nodes: list[StepNode] = []
         for step in order:
-            node = _make_node(step, deps_of[id(step)], node_by_step, prefix)
+            node = _make_node(step, deps_of[id(step)], nonblocking.get(id(step), _NONE),
+                              node_by_step, prefix)
             existing = node_by_key.get(node.key)
             if existing is not None:
                 node_by_step[id(step)] = existing
@@ -162,14 +169,35 @@ class StepGraph:
         return map_leaves(node.step.config, resolve)
 
 
+_NONE: frozenset[int] = frozenset()
+
+
+def nonblocking_keys(node: StepNode) -> list[str]:
+    """The keys of the dependencies ``node`` does not wait for, sorted."""
+    return sorted(d.key for d in node.nonblocking)
+
+
 def dependencies_of(step: ExecutorStep) -> list[ExecutorStep]:
+    """The steps ``step``'s config refers to, waited for or not."""
+    return dependency_edges(step)[0]
+
+
+def dependency_edges(step: ExecutorStep) -> tuple[list[ExecutorStep], frozenset[int]]:
+    """The steps ``step``'s config refers to, and the ids of those it refers to only through
+    nonblocking placeholders (one blocking reference makes the edge blocking)."""
     deps: dict[int, ExecutorStep] = {}
+    blocking: set[int] = set()
     for leaf in iter_leaves(step.config):
         if isinstance(leaf, ExecutorStep):
             deps.setdefault(id(leaf), leaf)
+            blocking.add(id(leaf))
         elif isinstance(leaf, OutputPathOf):
             deps.setdefault(id(leaf.step), leaf.step)
-    return list(deps.values())
+            if leaf.blocking:
+                blocking.add(id(leaf.step))
+    if len(blocking) == len(deps):
+        return list(deps.values()), _NONE
+    return list(deps.values()), frozenset(deps.keys() - blocking)
 
 
 def check_steps(steps: Sequence[ExecutorStep]) -> None:
@@ -179,12 +207,15 @@ def check_steps(steps: Sequence[ExecutorStep]) -> None:
 
 
 def _ordered_with_dependencies(roots: Sequence[ExecutorStep]
-                               ) -> tuple[list[ExecutorStep], dict[int, list[ExecutorStep]]]:
-    """Dependencies first; iterative, so a 100,000-step chain does not hit recursion limits."""
+                               ) -> tuple[list[ExecutorStep], dict[int, list[ExecutorStep]],
+                                          dict[int, frozenset[int]]]:
+    """Dependencies first; iterative, so a 100,000-step chain does not hit recursion limits.
+    A nonblocking edge is an edge: a cycle through one is refused like any other."""
     done: set[int] = set()
     on_path: dict[int, ExecutorStep] = {}
     order: list[ExecutorStep] = []
     deps_cache: dict[int, list[ExecutorStep]] = {}
+    nonblocking: dict[int, frozenset[int]] = {}
     for root in roots:
         if id(root) in done:
             continue
@@ -194,7 +225,10 @@ def _ordered_with_dependencies(roots: Sequence[ExecutorStep]
             step, index = stack[-1]
             deps = deps_cache.get(id(step))
             if deps is None:
-                deps = deps_cache[id(step)] = dependencies_of(step)
+                deps, unwaited = dependency_edges(step)
+                deps_cache[id(step)] = deps
+                if unwaited:
+                    nonblocking[id(step)] = unwaited
             if index < len(deps):
                 stack[-1] = (step, index + 1)
                 dep = deps[index]
@@ -213,7 +247,7 @@ def _ordered_with_dependencies(roots: Sequence[ExecutorStep]
                 del on_path[id(step)]
                 done.add(id(step))
                 order.append(step)
-    return order, deps_cache
+    return order, deps_cache, nonblocking
 
 
 #: The longest file name most filesystems (ext4, xfs, APFS) and object keys' parts accept.
@@ -231,10 +265,13 @@ def _check_name_length(name: str) -> None:
                 "Shorten it, or split it into folders with '/'")
 
 
-def _make_node(step: ExecutorStep, dep_steps: list[ExecutorStep],
+def _make_node(step: ExecutorStep, dep_steps: list[ExecutorStep], unwaited: frozenset[int],
                node_by_step: dict[int, StepNode], prefix: str) -> StepNode:
     _check_name_length(step.name)
     deps = [node_by_step[id(d)] for d in dep_steps]
+    nonblocking = _NONE if not unwaited else frozenset(
+        node_by_step[i] for i in unwaited) - {node_by_step[id(d)] for d in dep_steps
+                                               if id(d) not in unwaited}
     try:
         config = canonicalize(step.config, lambda s: node_by_step[id(s)].key)
     except ConfigStructureError as e:
@@ -242,7 +279,7 @@ def _make_node(step: ExecutorStep, dep_steps: list[ExecutorStep],
     version = {"name": step.name, "config": config}
     digest = version_hash(canonical_json(version))
     output_path = join_path(prefix, f"{step.name}-{digest}")
-    return StepNode(step, digest, version, output_path, list(dict.fromkeys(deps)))
+    return StepNode(step, digest, version, output_path, list(dict.fromkeys(deps)), nonblocking)
 
 
 def _name_clash_message(a: StepNode, b: StepNode) -> str:

@@ -8,7 +8,8 @@ The record names the experiment (as the front end that started the run names it:
 script's path or the module, never guessed from the command line), the user, host, git
 commit, start and end time, and every step of the plan: its key, output path,
 dependencies, the plan's action and reason, and how it ended in this invocation. It is
-written when the run starts and rewritten when it ends; ``marin dashboard`` reads it.
+written when the run starts and rewritten when it ends; ``marin dashboard`` and ``marin gc``
+read it. Its type and format are ``marin.execution.invocation_record.InvocationRecord``.
 
 Design note: the recorder wraps the run's ``Progress`` instead of adding code to the
 scheduling loop, so the executor calls one function and knows nothing of the format.
@@ -24,8 +25,10 @@ import socket
 import sys
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from marin.execution.graph import nonblocking_keys
+from marin.execution.invocation_record import InvocationRecord, InvocationStep, StepEnd
 from marin.execution.states import StepState
 from marin.execution.status import current_user, git_commit
 
@@ -38,7 +41,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("marin.executor")
 
 INVOCATIONS_DIR = ".marin/invocations"
-FORMAT_VERSION = 1
 
 
 def invocations_folder(prefix: str) -> str:
@@ -64,18 +66,15 @@ class _InvocationRecorder:
         self._storage = storage
         self._id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         self._path = f"{invocations_folder(prefix)}/{self._id}.json"
-        self._record: dict[str, Any] = {}
-        self._outcomes: dict[str, dict[str, Any]] = {}
+        self._record: InvocationRecord | None = None
+        self._ends: dict[str, StepEnd] = {}
 
     def run_started(self, plan: Plan, pending: int) -> None:
-        argv = list(sys.argv)
-        self._record = {
-            "format": FORMAT_VERSION, "id": self._id, "prefix": plan.prefix,
-            "experiment": self._experiment, "argv": argv, "cwd": os.getcwd(),
-            "user": current_user(), "host": socket.gethostname(), "pid": os.getpid(),
-            "git_commit": git_commit(), "started": time.time(), "ended": None,
-            "steps": [_step_json(e) for e in plan.entries], "counts": None,
-        }
+        self._record = InvocationRecord(
+            id=self._id, prefix=plan.prefix, experiment=self._experiment,
+            argv=tuple(sys.argv), cwd=os.getcwd(), user=current_user(),
+            host=socket.gethostname(), pid=os.getpid(), git_commit=git_commit(),
+            started=time.time(), steps=tuple(_planned(e) for e in plan.entries))
         self._write()
         self._inner.run_started(plan, pending)
 
@@ -83,40 +82,34 @@ class _InvocationRecorder:
         self._inner.step_started(entry)
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
-        self._outcomes[entry.node.key] = {"outcome": outcome.state.value,
-                                          "seconds": round(outcome.seconds, 3),
-                                          "error": outcome.error}
+        self._ends[entry.node.key] = StepEnd(outcome.state.value, outcome.seconds,
+                                             outcome.error)
         self._inner.step_finished(entry, outcome)
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
-        self._outcomes[entry.node.key] = {"outcome": StepState.BLOCKED.value, "seconds": 0.0,
-                                          "error": reason}
+        self._ends[entry.node.key] = StepEnd(StepState.BLOCKED.value, 0.0, reason)
         self._inner.step_blocked(entry, reason)
 
     def run_finished(self) -> None:
         self._inner.run_finished()
-        if not self._record:
+        if self._record is None:
             return
-        counts: dict[str, int] = {}
-        for step in self._record["steps"]:
-            step.update(self._outcomes.get(step["key"], {}))
-            if "outcome" not in step:
-                step["outcome"] = (StepState.SKIPPED if step["action"] == "skip"
-                                   else StepState.CANCELLED).value
-            counts[step["outcome"]] = counts.get(step["outcome"], 0) + 1
-        self._record.update(ended=time.time(), counts=counts)
+        self._record = self._record.finished(self._ends, time.time())
         self._write()
 
     def _write(self) -> None:
         try:
-            self._storage.write(self._path, json.dumps(self._record, default=str).encode())
+            self._storage.write(self._path, json.dumps(self._record.to_json(),
+                                                       default=str).encode())
         except Exception as e:  # a record is a convenience; the run goes on without it
             logger.warning("could not record this invocation at %s: %s", self._path, e)
 
 
-def _step_json(entry: PlanEntry) -> dict[str, Any]:
+def _planned(entry: PlanEntry) -> InvocationStep:
     node = entry.node
-    return {"key": node.key, "name": node.name, "output_path": node.output_path,
-            "dependencies": [d.key for d in node.dependencies], "action": entry.action,
-            "reason": entry.reason, "description": node.step.description,
-            "status_at_plan": entry.status.value if entry.status else None}
+    return InvocationStep(
+        key=node.key, name=node.name, output_path=node.output_path,
+        dependencies=tuple(d.key for d in node.dependencies),
+        nonblocking=tuple(nonblocking_keys(node)), action=entry.action, reason=entry.reason,
+        description=node.step.description,
+        status_at_plan=entry.status.value if entry.status else None)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from marin.execution.config_tree import ConfigStructureError, map_leaves, with_fields
-from marin.execution.graph import StepOrder, dependencies_of
+from marin.execution.graph import StepOrder, dependency_edges
 from marin.execution.step import (
     ExecutorStep,
     OutputPathOf,
@@ -96,6 +96,7 @@ def _overridden(walked: StepOrder, overrides: dict[str, str], prefix: str | None
     replaced: dict[int, ExecutorStep] = {}
     new_order: list[ExecutorStep] = []
     new_deps: dict[int, list[ExecutorStep]] = {}
+    new_nonblocking: dict[int, frozenset[int]] = {}
     dropped = False
     for step in order:
         config = step.config
@@ -111,23 +112,28 @@ def _overridden(walked: StepOrder, overrides: dict[str, str], prefix: str | None
         if config is not step.config:
             new = replaced[id(step)] = step.with_config(config)
         mapped = [replaced.get(id(d), d) for d in deps]
+        unwaited = walked.nonblocking.get(id(step))
+        if unwaited:
+            unwaited = frozenset(id(replaced.get(id(d), d)) for d in deps if id(d) in unwaited)
         if step.name in per_step:  # a field set by value may have been a dependency
-            own = dependencies_of(new)
+            own, unwaited = dependency_edges(new)
             dropped |= len(own) != len(mapped)
             mapped = own
         new_order.append(new)
         new_deps[id(new)] = mapped
+        if unwaited:
+            new_nonblocking[id(new)] = unwaited
     roots = [replaced.get(id(s), s) for s in walked.roots]
     if dropped:  # a dependency replaced by a value: what is still reachable, walked again
         return StepOrder.of(roots)
-    return StepOrder(roots, new_order, new_deps)
+    return StepOrder(roots, new_order, new_deps, new_nonblocking)
 
 
 def _repoint(leaf: Any, replaced: dict[int, ExecutorStep]) -> Any:
     if isinstance(leaf, ExecutorStep) and id(leaf) in replaced:
         return replaced[id(leaf)]
     if isinstance(leaf, OutputPathOf) and id(leaf.step) in replaced:
-        return OutputPathOf(replaced[id(leaf.step)], leaf.sub)
+        return leaf.of_step(replaced[id(leaf.step)])
     return leaf
 
 

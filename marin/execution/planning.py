@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from marin.execution.diff import FieldChange, diff_versions
-from marin.execution.graph import StepGraph, StepNode
+from marin.execution.graph import StepGraph, StepNode, nonblocking_keys
 from marin.execution.hashing import HASH_LENGTH
 from marin.execution.lease import LeaseRecord
 from marin.execution.states import StepState
@@ -101,6 +101,7 @@ class PlanEntry:
             "changed_fields": [c.to_json() for c in self.changed_fields],
             "previous_output": self.previous_output,
             "dependencies": [d.key for d in self.node.dependencies],
+            "nonblocking_dependencies": nonblocking_keys(self.node),
             "warnings": self.warnings,
             "estimate": None if estimate is None else {
                 "flops": estimate.flops, "device_hours": estimate.device_hours},

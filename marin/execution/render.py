@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
+from marin.execution.graph import nonblocking_keys
 from marin.execution.planning import Plan, PlanEntry
 from marin.execution.states import StepState
 
@@ -75,6 +76,8 @@ def _add_entry(table: Table, entry: PlanEntry) -> None:
         why.append(f"\n  {change}", style="dim")
     for warning in entry.warnings:
         why.append(f"\n  warning: {warning}", style="red")
+    for key in nonblocking_keys(entry.node):
+        why.append(f"\n  reads {key} without waiting: starts once it has started", style="dim")
     table.add_row(entry.name, Text(entry.action, style=_ACTION_STYLE[entry.action]), why,
                   entry.output_path)
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marin.execution.config_tree import ConfigVisitor, Kind
 from marin.execution.experiments import EXPERIMENT_MODULE_PREFIX
@@ -30,6 +30,9 @@ from marin.execution.json_report import json_key
 from marin.execution.lease import host_name
 from marin.execution.states import StepState
 from marin.execution.step import join_path
+
+if TYPE_CHECKING:
+    from marin.execution.graph import StepNode
 
 STATUS_FILE = ".executor_status"
 INFO_FILE = ".executor_info"
@@ -128,6 +131,20 @@ def attempts_folder(output_path: str) -> str:
 def attempt_path(output_path: str, run_id: str) -> str:
     """The folder one attempt writes into; committed into ``output_path`` on success."""
     return join_path(output_path, f"{ATTEMPTS_FOLDER}/{run_id}")
+
+
+def info_record(node: StepNode, config: Any, fingerprint: str, run_id: str) -> dict[str, Any]:
+    """The ``.executor_info`` of ``node`` run as ``run_id`` with the resolved ``config``."""
+    step = node.step
+    return {
+        "name": node.name, "key": node.key, "hash": node.hash, "version": node.version,
+        "output_path": node.output_path, "description": step.description, "config": config,
+        "dependencies": [d.output_path for d in node.dependencies],
+        "nonblocking_dependencies": sorted(d.output_path for d in node.nonblocking),
+        "fn": function_name(step.fn), "code_fingerprint": fingerprint,
+        "git_commit": git_commit(), "user": current_user(), "created": time.time(),
+        "run_id": run_id,
+    }
 
 
 def encode_info(info: dict[str, Any]) -> bytes:

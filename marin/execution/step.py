@@ -12,7 +12,8 @@ A step's config is any tree of dataclasses, pydantic models, dicts, lists, tuple
 Placeholders inside it are replaced by concrete paths just before ``fn(config)`` runs:
 
 * ``output_path_of(step, sub)`` (or the bare step) becomes ``<that step's output>/<sub>``
-  and makes ``step`` a dependency;
+  and makes ``step`` a dependency; with ``blocking=False`` one that is started first but
+  not waited for;
 * ``this_output_path(sub)`` becomes this step's own output path;
 * ``versioned(value, version=...)`` hashes ``version`` in place of ``value`` (the way to
   give a callable or other opaque value an identity);
@@ -175,10 +176,17 @@ class OutputPathOf:
     ``InputName`` is this class under Marin's name, so Marin's spellings build it too:
     ``InputName(step, "numbers.json")``, ``InputName(step=step, name=None)``,
     ``step / "numbers.json"``, ``step.cd("numbers.json")``.
+
+    ``blocking=False`` (Marin: ``block_on_step=False``, ``.nonblocking()``) makes ``step``
+    a dependency that is not waited for: the step holding the placeholder starts once
+    ``step`` has started, and may read what it publishes while it runs (a run's
+    checkpoints). It hashes and resolves exactly as a blocking one (docs/executor.md,
+    "Nonblocking dependencies").
     """
 
     step: ExecutorStep
     sub: str = ""
+    blocking: bool = True
 
     def __init__(self, step: ExecutorStep, sub: str | None = "", *,
                  name: str | None = None, block_on_step: bool = True):
@@ -190,11 +198,13 @@ class OutputPathOf:
             if sub:
                 raise TypeError("InputName: give the sub-path once, as sub or as name")
             sub = name
-        if not block_on_step:
-            raise ValueError(_NO_PSEUDO_DEPENDENCIES)
+        if not isinstance(block_on_step, bool):
+            raise TypeError(f"output_path_of({step.name!r}, ...): block_on_step must be True "
+                            f"or False, got {block_on_step!r}")
         object.__setattr__(self, "step", step)
         where = f"output_path_of({step.name!r}, ...)"
         object.__setattr__(self, "sub", check_sub_path(sub or "", where))
+        object.__setattr__(self, "blocking", block_on_step)
 
     @property
     def name(self) -> str | None:
@@ -202,14 +212,21 @@ class OutputPathOf:
         return self.sub or None
 
     def __truediv__(self, sub: str) -> OutputPathOf:
-        return OutputPathOf(self.step, _join(self.sub, check_sub_path(sub, "output_path / sub")))
+        return OutputPathOf(self.step, _join(self.sub, check_sub_path(sub, "output_path / sub")),
+                            block_on_step=self.blocking)
 
     def cd(self, sub: str) -> OutputPathOf:
         """``self / sub``, as Marin spells it."""
         return self / sub
 
     def nonblocking(self) -> OutputPathOf:
-        raise ValueError(_NO_PSEUDO_DEPENDENCIES)
+        """This placeholder as a dependency that is not waited for (Marin's spelling of
+        ``output_path_of(step, sub, blocking=False)``)."""
+        return OutputPathOf(self.step, self.sub, block_on_step=False)
+
+    def of_step(self, step: ExecutorStep) -> OutputPathOf:
+        """This placeholder pointing at ``step`` instead (same sub-path, same blocking)."""
+        return OutputPathOf(step, self.sub, block_on_step=self.blocking)
 
     @staticmethod
     def hardcoded(path: str) -> Any:
@@ -217,12 +234,6 @@ class OutputPathOf:
             f"InputName.hardcoded({path!r}): a path that no step produces is a plain string "
             "here: put the path itself in the config (an absolute path or URL), and declare "
             "the field with external_path_field() if overrides may point it elsewhere")
-
-
-_NO_PSEUDO_DEPENDENCIES = (
-    "InputName(..., block_on_step=False) / .nonblocking(): a step always waits for the steps "
-    "its config names; to read another step's files without waiting, pass its output path "
-    "as a plain string (e.g. from an earlier dry run's --json)")
 
 
 @dataclass(frozen=True, init=False)
@@ -264,10 +275,11 @@ class UnversionedValue(Generic[T]):
 
 
 def output_path_of(step: ExecutorStep, sub: str | None = "", *,
-                   name: str | None = None) -> Any:
+                   name: str | None = None, blocking: bool = True) -> Any:
     """The output path of ``step`` (joined with ``sub``); makes ``step`` a dependency.
-    ``name=`` is Marin's spelling of ``sub``."""
-    return OutputPathOf(step, sub, name=name)
+    ``name=`` is Marin's spelling of ``sub``. ``blocking=False``: a dependency that is
+    started first but not waited for (docs/executor.md, "Nonblocking dependencies")."""
+    return OutputPathOf(step, sub, name=name, block_on_step=blocking)
 
 
 def this_output_path(sub: str | None = "", *, name: str | None = None) -> Any:

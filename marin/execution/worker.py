@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from marin.execution.errors import one_line
 from marin.execution.lease import Lease, LeaseRecord
 from marin.execution.processes import StepChildren, leave_if_forked
 from marin.execution.shared import published_by, shared_names
@@ -197,14 +198,13 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
                 job.fn(job.config)
         except BaseException as e:  # the step's own failure, whatever its type
             leave_if_forked(item.owner, _exit_code(e))
-            tb = traceback.format_exc()
+            tb, error = traceback.format_exc(), one_line(e, with_type=True)
             children.end()
             if not lease.confirm():  # never overwrite the status of a step someone took over
                 return cancelled if item.cancelled else _lost(job, storage, started)
-            if not active.write_status(item, StepState.FAILED, error=_one_line(e), tb=tb):
+            if not active.write_status(item, StepState.FAILED, error=error, tb=tb):
                 return cancelled
-            return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started,
-                               _one_line(e), tb)
+            return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started, error, tb)
         leave_if_forked(item.owner)
         ended, survivors = children.end()  # no process of the step may outlive its commit
         if item.cancelled:
@@ -399,8 +399,3 @@ def _exit_code(e: BaseException) -> int:
     if isinstance(e, SystemExit):
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return 1
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from marin.execution.lease import Lease
-from marin.execution.processes import StepChildren, descendants, end_processes, leave_if_forked
+from marin.execution.processes import descendants, end_processes, leave_if_forked
 from marin.storage import LocalStorage
 from tests.conftest import ROOT
 from tests.helpers.processes import marin_command
@@ -161,48 +161,59 @@ def test_a_step_that_forks_is_recorded_by_its_own_process_only(tmp_path: Path):
         assert status["status"] == "SUCCESS" and str(status["pid"]) == pid
 
 
-def test_a_step_registering_while_another_lists_its_children_keeps_its_own(monkeypatch):
+_REGISTERING = """
+import json, signal, subprocess, threading
+from marin.execution import processes
+from marin.execution.processes import StepChildren
+
+a = StepChildren.start()
+own = subprocess.Popen(["sleep", "30"])  # A's own child, which A must end
+b_started, b_tracker = [], []
+b_forked, b_done = threading.Event(), threading.Event()
+
+def step_b():
+    b_tracker.append(StepChildren.start())
+    b_started.append(subprocess.Popen(["sleep", "30"]))
+    b_forked.set()
+    b_done.wait(30)  # a step's thread lives on (Linux hands a dead thread's children on)
+
+real, calls = processes._thread_children, []
+
+def listing_with_b_in_between(tid):
+    if tid == a.tid and not calls:
+        calls.append(tid)
+        threading.Thread(target=step_b, daemon=True).start()
+        b_forked.wait(1.0)  # B may get in here only where nothing holds it out
+    return real(tid)
+
+processes._thread_children = listing_with_b_in_between
+try:
+    listed = sorted(a.started())
+    forked = b_forked.wait(10)
+    ended, survivors = a.end()
+    print(json.dumps({"own": own.pid, "b": b_started[0].pid, "listed": listed,
+                      "forked": forked, "called": calls == [a.tid], "ended": ended,
+                      "survivors": survivors, "own_exit": own.wait(10),
+                      "b_running": b_started[0].poll() is None}))
+finally:
+    b_done.set()
+    for proc in [own, *b_started]:
+        proc.kill()
+        proc.wait()
+    for tracker in b_tracker:
+        tracker.end()
+"""
+
+
+def test_a_step_registering_while_another_lists_its_children_keeps_its_own():
     """Step A checks that it runs alone and lists the process's children; step B registers
-    and starts a child in between. B's child must not be counted as A's (A would end it)."""
-    import threading
-
-    from marin.execution import processes
-
-    a = StepChildren.start()
-    own = subprocess.Popen(["sleep", "30"])  # A's own child, which A must end
-    b_started: list[subprocess.Popen] = []
-    b_forked = threading.Event()
-    b_tracker: list[StepChildren] = []
-    b_done = threading.Event()
-
-    def step_b() -> None:
-        b_tracker.append(StepChildren.start())
-        b_started.append(subprocess.Popen(["sleep", "30"]))
-        b_forked.set()
-        b_done.wait(30)  # a step's thread lives on (Linux hands a dead thread's children on)
-
-    real = processes._thread_children
-    calls = []
-
-    def listing_with_b_in_between(tid: int) -> list[int]:
-        if tid == a.tid and not calls:
-            calls.append(tid)
-            threading.Thread(target=step_b, daemon=True).start()
-            b_forked.wait(1.0)  # B may get in here only where nothing holds it out
-        return real(tid)
-
-    monkeypatch.setattr(processes, "_thread_children", listing_with_b_in_between)
-    try:
-        assert a.started() == {own.pid}
-        assert calls == [a.tid] and b_forked.wait(10)
-        ended, survivors = a.end()
-        assert ended == [own.pid] and survivors == []
-        assert own.wait(10) == -signal.SIGTERM
-        assert b_started[0].poll() is None  # B's child still runs
-    finally:
-        b_done.set()
-        for proc in [own, *b_started]:
-            proc.kill()
-            proc.wait()
-        for tracker in b_tracker:
-            tracker.end()
+    and starts a child in between. B's child must not be counted as A's (A would end it).
+    In a process of its own, whose only children are the two steps'."""
+    out = subprocess.run([sys.executable, "-c", _REGISTERING], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    found = json.loads(out)
+    assert found["called"] and found["forked"]
+    assert found["listed"] == [found["own"]]
+    assert found["ended"] == [found["own"]] and found["survivors"] == []
+    assert found["own_exit"] == -signal.SIGTERM
+    assert found["b_running"]  # B's child still runs

@@ -49,7 +49,7 @@ def study(folder: Path, prefix: Path, cache: Path, name: str, lr: float, adam_lr
     import time
 
     script = folder / f"{name}.py"
-    script.write_text(STUDY.format(root=str(ROOT), folder=str(folder / "corpora"), name=name,
+    script.write_text(STUDY.format(root=str(ROOT), folder=str(folder / f"{name}-corpora"), name=name,
                                    lr=lr, adam_lr=adam_lr))
     env = {**os.environ, "MARIN_CACHE_DIR": str(cache), "MARIN_PREFIX": str(prefix)}
     started = time.perf_counter()
@@ -67,7 +67,6 @@ def study(folder: Path, prefix: Path, cache: Path, name: str, lr: float, adam_lr
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "corpora").mkdir()
         cache, prefix = folder / "cache", folder / "store"
         first = study(folder, prefix, cache, "first", 0.01, 0.003)
         second = study(folder, prefix, cache, "second", 0.02, 0.004)

@@ -25,13 +25,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from marin.services.log_service.handler import log_metrics
+from marin.services.log_service.handler import METRICS_LOGGER
 from marin.storage.files import atomic_write, open_url
 from marin.trackers.config import TrackerRun
 from marin.trackers.fanout import Trackers
 from marin.training import metric_names as names
 
 logger = logging.getLogger("marin.training")
+_metrics_logger = logging.getLogger(METRICS_LOGGER)
 
 Hook = Callable[[int, Any, dict[str, Any]], None]
 
@@ -71,7 +72,8 @@ class MetricsLog:
 
     def add(self, record: dict[str, Any]) -> None:
         self.records.append(record)
-        log_metrics(record)  # a structured entry in the log service, when $MARIN_LOGGER is set
+        # one structured entry in the log service when $MARIN_LOGGER is set; else nothing
+        _metrics_logger.info("metrics", extra=record)
         self.trackers.log(record["step"], {k: v for k, v in record.items() if k != "step"})
         if names.TRAIN_LOSS in record and record["step"] % self.log_every == 0:
             logger.info("step %d loss %.4f %.0f tok/s mfu %.1f%%", record["step"],

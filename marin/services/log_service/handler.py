@@ -2,10 +2,10 @@
 
     MARIN_LOGGER=iris://marin?endpoint=/system/logger python experiments/tiny.py
 
-    from marin.services.log_service.handler import install_from_env, log_metrics
+    from marin.services.log_service.handler import METRICS_LOGGER, install_from_env
     install_from_env()                           # a no-op when $MARIN_LOGGER is unset
     logging.getLogger("marin.training").info("step %d", 5, extra={"step": 5})
-    log_metrics({"step": 5, "loss": 3.1})        # a structured entry (msg "metrics")
+    logging.getLogger(METRICS_LOGGER).info("metrics", extra={"step": 5, "train/loss": 3.1})
 
 The handler never blocks on the network (it writes through ``LogClient.write_batch``). A
 record's ``extra=`` fields become the entry's extra fields, ``step`` and ``run`` its own;
@@ -67,6 +67,11 @@ class LogServiceHandler(logging.Handler):
         super().close()
 
 
+#: The logger of metrics records: its records go to the log service alone (not to the
+#: console), one entry each, the record's fields as the entry's.
+METRICS_LOGGER = "marin.training.metrics"
+logging.getLogger(METRICS_LOGGER).propagate = False
+
 _installed: LogServiceHandler | None = None
 _lock = threading.Lock()
 
@@ -94,6 +99,9 @@ def install_from_env() -> LogServiceHandler | None:
                     existing.setLevel(root.level)
             root.setLevel(level)
         root.addHandler(handler)
+        metrics = logging.getLogger(METRICS_LOGGER)
+        metrics.addHandler(handler)
+        metrics.setLevel(logging.INFO)
         atexit.register(handler.close)
         _installed = handler
         return handler
@@ -101,15 +109,3 @@ def install_from_env() -> LogServiceHandler | None:
 
 def installed() -> LogServiceHandler | None:
     return _installed
-
-
-def log_metrics(record: dict[str, Any], source: str = "marin.training") -> None:
-    """Send a metrics record as one structured entry, when a handler is installed."""
-    handler = _installed
-    if handler is None:
-        return
-    step = record.get("step")
-    entry = {"level": "INFO", "msg": "metrics", "source": source, **record}
-    if not isinstance(step, int):
-        entry.pop("step", None)
-    handler.client.write_batch([entry])

@@ -49,8 +49,8 @@ def study(folder: Path, prefix: Path, cache: Path, name: str, lr: float, adam_lr
     import time
 
     script = folder / f"{name}.py"
-    script.write_text(STUDY.format(root=str(ROOT), folder=str(folder / f"{name}-corpora"), name=name,
-                                   lr=lr, adam_lr=adam_lr))
+    script.write_text(STUDY.format(root=str(ROOT), folder=str(folder / f"{name}-corpora"),
+                                   name=name, lr=lr, adam_lr=adam_lr))
     env = {**os.environ, "MARIN_CACHE_DIR": str(cache), "MARIN_PREFIX": str(prefix)}
     started = time.perf_counter()
     subprocess.run([sys.executable, str(script)], cwd=folder, env=env, check=True,

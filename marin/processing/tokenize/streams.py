@@ -150,22 +150,24 @@ def stream_chunks(path: str, range_bytes: int) -> Iterator[Chunk]:
     """The ranges of the compressed file ``path`` (the module's rule), in order; a range
     that holds no line is not produced."""
     blocks = decoded_blocks(path)
-    buf = bytearray()
-    pos, line = 0, 1  # buf[0] is the byte ``pos`` of the stream, where a line starts
+    rest = b""
+    pos, line = 0, 1  # rest[0] is the byte ``pos`` of the stream, where a line starts
     for block in blocks:
-        buf += block
-        while buf:
+        data = rest + block if rest else block
+        cut = 0  # data[cut] is the byte ``pos``
+        while True:
             boundary = (pos // range_bytes + 1) * range_bytes
-            end = buf.find(b"\n", boundary - 1 - pos)
+            end = data.find(b"\n", cut + boundary - 1 - pos)
             if end < 0:
                 break
-            data = bytes(buf[:end + 1])
-            yield Chunk(pos // range_bytes, pos, line, data, blocks.raw_offset)
-            del buf[:end + 1]
-            pos += end + 1
-            line += data.count(b"\n")
-    if buf:
-        yield Chunk(pos // range_bytes, pos, line, bytes(buf), blocks.raw_offset)
+            chunk = data[cut:end + 1]
+            yield Chunk(pos // range_bytes, pos, line, chunk, blocks.raw_offset)
+            line += chunk.count(b"\n")
+            pos += len(chunk)
+            cut = end + 1
+        rest = data[cut:]
+    if rest:
+        yield Chunk(pos // range_bytes, pos, line, rest, blocks.raw_offset)
 
 
 def line_number(path: str, offset: int, limit: int = 1 << 30) -> int | None:

@@ -4,6 +4,7 @@ inputs on local disk are opened directly."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 import threading
@@ -52,7 +53,7 @@ class TakesEvery:
             if batch is None:
                 return
             self._took.release()
-            batch.run(encoder.encode_arrays)
+            batch.run(encoder.encode_documents)
             self.encoded += 1
 
     def offer(self, texts: list[str]) -> Batch:
@@ -167,3 +168,22 @@ def test_local_inputs_open_as_the_storage_layer_opens_them(tmp_path: Path, monke
     for missing in (str(tmp_path / "gone.jsonl"), "gone.jsonl"):
         with pytest.raises(FileNotFoundError):
             open_input(missing)
+
+
+def test_a_batch_encodes_as_its_documents_one_by_one_even_when_one_holds_the_end_token():
+    """The documents of a batch are encoded as one text joined by the end token; one that
+    holds the end token's text (or another special token's) stays ordinary text."""
+    encoder = load_encoder("gpt2")
+    encoding = encoder.encoding
+    plain = [p for p in plays(1)[0].read_text().split("\n\n") if p.strip()][:40]
+    tricky = ["a <|endoftext|> b", "x<|endofprompt|>y", "  trailing  ", "\n\n", "<|endoftext",
+              "|>", "é ü 漢字 🎭", "<|endoftext|>"]
+    for texts in (plain, tricky, plain[:3] + tricky, [], ["one"]):
+        expected: list[int] = []
+        lengths = []
+        for ids in encoding.encode_ordinary_batch(texts):
+            expected += [*ids, encoding.eot_token]
+            lengths.append(len(ids) + 1)
+        tokens, ends = encoder.encode_documents(texts)
+        assert tokens.tolist() == expected
+        assert ends.tolist() == list(itertools.accumulate(lengths))

@@ -140,7 +140,7 @@ def run_units(units: Sequence[Unit], streams: Sequence[StreamPlan], settings: Sh
         try:
             while (item := work.take()) is not None:
                 if isinstance(item, Batch):
-                    item.run(encoder.encode_arrays)
+                    item.run(encoder.encode_documents)
                     continue
                 unit, data = item
                 try:

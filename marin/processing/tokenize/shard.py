@@ -25,7 +25,7 @@ import collections
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -54,6 +54,10 @@ class Stopped(Exception):
     """Another unit failed: this one stops between batches and writes nothing."""
 
 
+#: A batch encoded: its token stream and the end of each document in it (``encoders``).
+Encoded = tuple[np.ndarray, np.ndarray]
+
+
 class Batch:
     """A batch of texts handed to another thread to encode; ``result`` waits for it."""
 
@@ -61,11 +65,11 @@ class Batch:
 
     def __init__(self, texts: list[str]):
         self.texts = texts
-        self._ids: list[Any] | None = None
+        self._ids: Encoded | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
 
-    def run(self, encode: Callable[[list[str]], list[Any]]) -> None:
+    def run(self, encode: Callable[[list[str]], Encoded]) -> None:
         """Encode the batch (in the thread that took it)."""
         try:
             self._ids = encode(self.texts)
@@ -77,7 +81,7 @@ class Batch:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def result(self) -> list[Any]:
+    def result(self) -> Encoded:
         self._done.wait()
         if self._error is not None:
             raise self._error
@@ -102,23 +106,20 @@ def tokenize_unit(unit: Unit, settings: ShardSettings, stop: threading.Event | N
     (when set) ends the work between two batches with ``Stopped``."""
     encoder = load_encoder(settings.tokenizer)
     dtype = token_dtype(encoder.vocab_size)
-    eos = np.array([encoder.eos_id], dtype=dtype)
     counter = DecodeCounter()
-    offsets: list[int] = []
+    offsets: list[np.ndarray] = []
     total = documents = empty = text_bytes = 0
     window = 4  # batches read ahead of the one being written
-    pending: collections.deque[list[Any] | Batch] = collections.deque()
+    pending: collections.deque[Encoded | Batch] = collections.deque()
     base = join_url(settings.cache_path, unit.split, shard_name(unit.file, unit.range))
     with atomic_write(f"{base}.tokens") as out:
 
-        def write(arrays: list[Any]) -> None:
+        def write(encoded: Encoded) -> None:
             nonlocal total
-            pieces = []
-            for ids in arrays:
-                pieces += (ids, eos)
-                total += len(ids) + 1
-                offsets.append(total)
-            np.concatenate(pieces).astype(dtype, copy=False).tofile(out)
+            tokens, ends = encoded
+            out.write(tokens.astype(dtype, copy=False).data)
+            offsets.append(ends + total)
+            total += len(tokens)
 
         def drain(everything: bool) -> None:
             """Write the finished batches at the head; with ``everything``, or when too
@@ -129,7 +130,7 @@ def tokenize_unit(unit: Unit, settings: ShardSettings, stop: threading.Event | N
                     if not head.done() and not everything and len(pending) < window:
                         return
                     if helpers is not None and helpers.reclaim(head):
-                        head.run(encoder.encode_arrays)
+                        head.run(encoder.encode_documents)
                     head = head.result()
                 pending.popleft()
                 write(head)
@@ -138,7 +139,7 @@ def tokenize_unit(unit: Unit, settings: ShardSettings, stop: threading.Event | N
             if stop is not None and stop.is_set():
                 raise Stopped(unit.where())
             offered = helpers.offer(texts) if helpers is not None else None
-            pending.append(offered if offered is not None else encoder.encode_arrays(texts))
+            pending.append(offered if offered is not None else encoder.encode_documents(texts))
             drain(False)
 
         try:
@@ -168,7 +169,7 @@ def tokenize_unit(unit: Unit, settings: ShardSettings, stop: threading.Event | N
                     if isinstance(item, Batch):
                         helpers.reclaim(item)
     with atomic_write(f"{base}.offsets") as f:
-        f.write(np.asarray(offsets, dtype="<i8").tobytes())
+        f.write(np.concatenate([np.zeros(0, "<i8"), *offsets]).astype("<i8").tobytes())
     return ShardRecord(file=unit.file, range=unit.range, files=len(unit.paths),
                        input=unit.paths[0], documents=documents, tokens=total,
                        bytes=text_bytes, empty_documents=empty,

@@ -12,12 +12,12 @@ the file sizes. A worker that finds no unit to take while others are still being
 (``shard.Helpers``), so every core is busy to the end.
 
 The encoders do their work in Rust with Python's GIL released (tiktoken's
-``encode_to_numpy``, Hugging Face tokenizers), and hand back one buffer per document, not a
-Python int per token: what stays under the GIL (reading lines, JSON, writing arrays) is a
-small part of a unit's time, so threads use every core. Each thread encodes with its own
-copy of a tiktoken encoding (``TiktokenEncoder.thread_encoding``), as fast as a process. A
-failing unit stops the others at their next batch, and its exception is raised here
-unchanged.
+``encode_to_numpy``, Hugging Face tokenizers), and hand back one buffer per batch
+(``encoders.Encoder.encode_documents``), not a Python int per token: what stays under the
+GIL (reading lines, JSON, writing arrays) is a small part of a unit's time, so threads use
+every core. Each thread encodes with its own copy of a tiktoken encoding
+(``TiktokenEncoder.thread_encoding``), as fast as a process. A failing unit stops the
+others at their next batch, and its exception is raised here unchanged.
 
 Design note: the step used to run its workers in processes: forked when called from a
 script, and inside the executor (whose runner threads and lease heartbeats make forking

@@ -20,7 +20,9 @@
   The machine may be shared, so the baselines and the step run interleaved, one after
   another in each round: a ratio is the round's baseline time over the step's, and the
   median over rounds is printed with the range. The load average (``uptime``) is printed
-  before and after.
+  before and after. So is the ceiling's CPU time (every thread of the process) over the
+  step's: it says how much work the step adds to the encoder's, and moves much less with
+  the load than the times do; on a loaded machine it is the figure to read.
 * Reading the whole cache back as training sequences against a raw read of the same bytes.
 * Peak memory (max RSS of a fresh process) tokenizing a corpus and one ten times larger.
 """
@@ -94,33 +96,44 @@ def write_shape(shape: str, folder: Path, docs: list[str]) -> list[str]:
     return docs
 
 
-def in_executor(root: Path, inputs: str) -> float:
-    """Seconds for the tokenize step run by the executor, in a runner thread."""
+class Timer:
+    """Wall and CPU seconds (every thread of this process) of the block."""
+
+    def __enter__(self) -> Timer:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.seconds = time.perf_counter() - self._wall
+        self.cpu = time.process_time() - self._cpu
+
+
+def in_executor(root: Path, inputs: str) -> Timer:
+    """The tokenize step run by the executor, in a runner thread."""
     import jax  # noqa: F401 - an experiment process that also trains has imported JAX
 
     from marin.execution import Executor
     from marin.processing.tokenize import tokenize_step
 
     step = tokenize_step("tokenized/plays", [inputs], num_processes=WORKERS)
-    t0 = time.perf_counter()
-    result = Executor(str(root / f"prefix-{next(_RUNS)}")).run([step])
-    seconds = time.perf_counter() - t0
+    with Timer() as timer:
+        result = Executor(str(root / f"prefix-{next(_RUNS)}")).run([step])
     assert result.ok, result.summary()
-    return seconds
+    return timer
 
 
-def batch_encoder(docs: list[str]) -> float:
-    """Seconds for tiktoken's ``encode_ordinary_batch`` of ``docs`` on ``WORKERS`` threads."""
+def batch_encoder(docs: list[str]) -> Timer:
+    """tiktoken's ``encode_ordinary_batch`` of ``docs`` on ``WORKERS`` threads."""
     from marin.processing.tokenize.encoders import load_encoder
 
     encoding = load_encoder("gpt2").encoding
-    t0 = time.perf_counter()
-    encoding.encode_ordinary_batch(docs, num_threads=WORKERS)
-    return time.perf_counter() - t0
+    with Timer() as timer:
+        encoding.encode_ordinary_batch(docs, num_threads=WORKERS)
+    return timer
 
 
-def encoder_ceiling(docs: list[str]) -> float:
-    """Seconds for tiktoken's ``encode_to_numpy`` of ``docs`` on ``WORKERS`` threads (it
+def encoder_ceiling(docs: list[str]) -> Timer:
+    """tiktoken's ``encode_to_numpy`` of ``docs`` on ``WORKERS`` threads (it
     releases the GIL), each with its own copy of the encoding as the step's workers have
     (built inside the timing, about 0.03 s each, as the step pays it), the documents already
     in memory and nothing written."""
@@ -130,10 +143,9 @@ def encoder_ceiling(docs: list[str]) -> float:
 
     encoder = load_encoder("gpt2")
     parts = [docs[i::WORKERS] for i in range(WORKERS)]
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(WORKERS) as pool:  # new threads: each builds its copy
+    with Timer() as timer, ThreadPoolExecutor(WORKERS) as pool:  # new threads: new copies
         list(pool.map(encoder.encode_arrays, parts))
-    return time.perf_counter() - t0
+    return timer
 
 
 def load() -> str:
@@ -179,11 +191,11 @@ def shapes_bench(root: Path, shapes: list[str], copies: int, rounds: int) -> Non
         corpora[shape] = (str(root / shape), docs, tokens)
         in_executor(root, str(root / shape))  # imports, the content hashes: paid once, here
     print(f"load average before: {load()}")
-    runs: dict[str, Callable[[str, list[str]], float]] = {
+    runs: dict[str, Callable[[str, list[str]], Timer]] = {
         "batch encoder": lambda _, docs: batch_encoder(docs),
         "ceiling": lambda _, docs: encoder_ceiling(docs),
         "step": lambda inputs, _: in_executor(root, inputs)}
-    times = {(shape, name): [] for shape in shapes for name in runs}
+    times: dict[tuple[str, str], list[Timer]] = {(s, n): [] for s in shapes for n in runs}
     for _ in range(rounds):
         for shape in shapes:
             inputs, docs, _tokens = corpora[shape]
@@ -192,18 +204,21 @@ def shapes_bench(root: Path, shapes: list[str], copies: int, rounds: int) -> Non
     print(f"{rounds} rounds, each running every shape's baselines and step in turn; "
           f"{WORKERS} threads or workers; medians (range)")
     print(f"{'shape':8} {'MB':>6} {'M tokens':>8} | M tok/s: {'batch':>6} {'ceiling':>7} "
-          f"{'step':>6} | step / ceiling (goal >= 0.90) | step / batch encoder")
+          f"{'step':>6} | step / ceiling (goal >= 0.90) | step / batch encoder | "
+          "CPU: ceiling / step")
     for shape in shapes:
         inputs, docs, tokens = corpora[shape]
-        rate = {n: tokens / statistics.median(times[shape, n]) / 1e6 for n in runs}
-        share = [c / s for c, s in zip(times[shape, "ceiling"], times[shape, "step"],
-                                       strict=True)]
-        vs_batch = [b / s for b, s in zip(times[shape, "batch encoder"], times[shape, "step"],
-                                          strict=True)]
+        rate = {n: tokens / statistics.median(t.seconds for t in times[shape, n]) / 1e6
+                for n in runs}
+        pairs = list(zip(times[shape, "ceiling"], times[shape, "step"], strict=True))
+        share = [c.seconds / s.seconds for c, s in pairs]
+        work = [c.cpu / s.cpu for c, s in pairs]
+        vs_batch = [b.seconds / s.seconds for b, s in zip(
+            times[shape, "batch encoder"], times[shape, "step"], strict=True)]
         size = sum(len(d.encode()) for d in docs) / 1e6
         print(f"{shape:8} {size:6.1f} {tokens / 1e6:8.2f} | {'':9}{rate['batch encoder']:6.2f} "
               f"{rate['ceiling']:7.2f} {rate['step']:6.2f} | {_spread(share):29} | "
-              f"{_spread(vs_batch)}")
+              f"{_spread(vs_batch):20} | {_spread(work)}")
     print(f"load average after: {load()}")
 
 

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 from marin.processing.tokenize.inputs import PARQUET_SUFFIXES, TEXT_SUFFIXES, InputError
 from marin.processing.tokenize.ranges import Unit
-from marin.processing.tokenize.streams import decoded, line_number, read_line_range
-from marin.storage.files import open_url
+from marin.processing.tokenize.streams import decoded, line_number, open_input, read_line_range
 
 __all__ = ["DecodeCounter", "jsonl_documents", "read_documents", "unit_documents"]
 
@@ -97,7 +96,7 @@ def jsonl_documents(data: bytes, path: str, text_field: str, counter: DecodeCoun
     if lines and not lines[-1]:
         lines.pop()
     for i, line in enumerate(lines):
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
             record = json.loads(_decode(line, counter))
@@ -130,7 +129,7 @@ def parquet_documents(path: str, text_field: str, row_group: int | None = None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with open_url(path) as f:
+    with open_input(path) as f:
         try:
             parquet = pq.ParquetFile(f)
         except (pa.ArrowInvalid, OSError) as e:

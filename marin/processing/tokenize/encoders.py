@@ -3,7 +3,18 @@
 
     encoder = load_encoder("gpt2")
     encoder.encode_batch(["Hello world"])      # [[15496, 995]]
+    tokens, ends = encoder.encode_documents(["Hello world", "Bye"])
+    # tokens: [15496, 995, 50256, 33, 5948, 50256], each document followed by the end
+    # token; ends: [3, 6], where each document's tokens end (its end token included)
     encoder.eos_id, encoder.vocab_size, encoder.identity()
+
+Design note: ``encode_documents`` hands tiktoken a batch as one text, the documents joined
+by the end-of-document token's text, with that one special token allowed: tiktoken encodes
+the text between two allowed special tokens on its own, exactly as ``encode_ordinary``
+encodes each document, and puts the token between. One call per batch instead of one per
+document: Python's GIL changes hands once per batch, which two workers sharing it on two
+cores felt. A batch in which a document holds that text itself (then it is ordinary text)
+is encoded one document at a time.
 """
 
 from __future__ import annotations
@@ -18,12 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from marin._cache_dir import cache_dir
 from marin.storage.files import join_url, open_url, url_to_fs
 
 GPT2_PATTERN = (r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 GPT2_EOS = "<|endoftext|>"
 _NONE: frozenset[str] = frozenset()
+_EOS_ONLY = frozenset([GPT2_EOS])
 
 
 class TokenizerError(ValueError):
@@ -39,6 +53,11 @@ class Encoder(Protocol):
 
     def encode_arrays(self, texts: list[str]) -> list[Any]:
         """``encode_batch`` as one numpy integer array per text (no Python int per token)."""
+        ...
+
+    def encode_documents(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens of ``texts``, each followed by ``eos_id``, as one array; and the end
+        of each document's tokens in it (after its end token)."""
         ...
 
     def identity(self) -> dict[str, Any]: ...
@@ -92,6 +111,16 @@ class TiktokenEncoder:
         encode = self.thread_encoding().encode_to_numpy
         return [encode(t, allowed_special=_NONE, disallowed_special=()) for t in texts]
 
+    def encode_documents(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        eos = self.encoding.special_tokens_set  # see the design note
+        if eos == {GPT2_EOS}:
+            joined = GPT2_EOS.join([*texts, ""])
+            if joined.count(GPT2_EOS) == len(texts):  # no document holds the token's text
+                tokens = self.thread_encoding().encode_to_numpy(
+                    joined, allowed_special=_EOS_ONLY, disallowed_special=())
+                return tokens, np.flatnonzero(tokens == self.eos_id) + 1
+        return _with_ends(self.encode_arrays(texts), self.eos_id)
+
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "vocab_size": self.vocab_size, "eos_id": self.eos_id,
                 "fingerprint": self.fingerprint}
@@ -112,13 +141,26 @@ class HuggingFaceEncoder:
         return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
     def encode_arrays(self, texts: list[str]) -> list[Any]:
-        import numpy as np
-
         return [np.asarray(ids, dtype=np.uint32) for ids in self.encode_batch(texts)]
+
+    def encode_documents(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return _with_ends(self.encode_arrays(texts), self.eos_id)
 
     def identity(self) -> dict[str, Any]:
         return {"name": self.name, "vocab_size": self.vocab_size, "eos_id": self.eos_id,
                 "fingerprint": self.fingerprint}
+
+
+def _with_ends(arrays: list[np.ndarray], eos_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """The arrays back to back, each followed by ``eos_id``, and where each one ends."""
+    if not arrays:
+        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.int64)
+    eos = np.array([eos_id], dtype=np.uint32)
+    pieces = []
+    for ids in arrays:
+        pieces += (ids, eos)
+    lengths = np.fromiter((len(ids) + 1 for ids in arrays), dtype=np.int64, count=len(arrays))
+    return np.concatenate(pieces).astype(np.uint32, copy=False), np.cumsum(lengths)
 
 
 def gpt2_files() -> tuple[Path, Path]:

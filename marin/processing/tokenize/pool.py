@@ -7,15 +7,17 @@ Workers take units from one queue: the chunks a reader thread cuts from compress
 streams first (they hold memory), then the units that read their own bytes (ranges of
 plain files, row groups, groups of small files). The reader decodes one stream after the
 other and keeps at most ``2 * workers`` chunks waiting, so memory stays bounded whatever
-the file sizes.
+the file sizes. A worker that finds no unit to take while others are still being read
+(the end of a run, or a reader behind the workers) encodes their batches instead
+(``shard.Helpers``), so every core is busy to the end.
 
 The encoders do their work in Rust with Python's GIL released (tiktoken's
-``encode_to_numpy``, Hugging Face tokenizers), and hand back one buffer per document, not a
-Python int per token: what stays under the GIL (reading lines, JSON, writing arrays) is a
-small part of a unit's time, so threads use every core. Each thread encodes with its own
-copy of a tiktoken encoding (``TiktokenEncoder.thread_encoding``), as fast as a process. A
-failing unit stops the others at their next batch, and its exception is raised here
-unchanged.
+``encode_to_numpy``, Hugging Face tokenizers), and hand back one buffer per batch
+(``encoders.Encoder.encode_documents``), not a Python int per token: what stays under the
+GIL (reading lines, JSON, writing arrays) is a small part of a unit's time, so threads use
+every core. Each thread encodes with its own copy of a tiktoken encoding
+(``TiktokenEncoder.thread_encoding``), as fast as a process. A failing unit stops the
+others at their next batch, and its exception is raised here unchanged.
 
 Design note: the step used to run its workers in processes: forked when called from a
 script, and inside the executor (whose runner threads and lease heartbeats make forking
@@ -34,7 +36,7 @@ from collections.abc import Callable, Sequence
 from marin.processing.tokenize.encoders import load_encoder
 from marin.processing.tokenize.ranges import StreamPlan, Unit
 from marin.processing.tokenize.records import ShardRecord
-from marin.processing.tokenize.shard import ShardSettings, Stopped, tokenize_unit
+from marin.processing.tokenize.shard import Batch, ShardSettings, Stopped, tokenize_unit
 from marin.processing.tokenize.streams import stream_chunks
 
 __all__ = ["run_units"]
@@ -43,28 +45,62 @@ _DONE = object()
 
 
 class _Work:
-    """Units to take: loaded chunks first, then self-reading units."""
+    """Units to take: loaded chunks first, then self-reading units, then batches that
+    the units being read hand over (``shard.Helpers``)."""
 
     def __init__(self, units: Sequence[Unit], capacity: int, streaming: bool):
         self._units = collections.deque(units)
         self._loaded: collections.deque[tuple[Unit, bytes]] = collections.deque()
+        self._batches: collections.deque[Batch] = collections.deque()
         self._capacity = capacity
         self._streaming = streaming
+        self._reading = 0  # units taken and not finished
+        self._idle = 0  # workers waiting for something to take
         self._cond = threading.Condition()
         self.stop = threading.Event()
 
-    def take(self) -> tuple[Unit, bytes | None] | None:
+    def take(self) -> tuple[Unit, bytes | None] | Batch | None:
+        """A unit to tokenize (``unit_done`` when finished), a batch to encode, or None
+        when nothing is left."""
         with self._cond:
             while not self.stop.is_set():
                 if self._loaded:
                     self._cond.notify_all()  # room for the reader
+                    self._reading += 1
                     return self._loaded.popleft()
                 if self._units:
+                    self._reading += 1
                     return self._units.popleft(), None
-                if not self._streaming:
+                if self._batches:
+                    return self._batches.popleft()
+                if not self._streaming and not self._reading:
                     return None
+                self._idle += 1
                 self._cond.wait(0.5)
+                self._idle -= 1
             return None
+
+    def unit_done(self) -> None:
+        with self._cond:
+            self._reading -= 1
+            self._cond.notify_all()
+
+    def offer(self, texts: list[str]) -> Batch | None:
+        with self._cond:
+            if self._idle <= len(self._batches) or self.stop.is_set():
+                return None
+            batch = Batch(texts)
+            self._batches.append(batch)
+            self._cond.notify_all()  # the reader may be waiting too
+            return batch
+
+    def reclaim(self, batch: Batch) -> bool:
+        with self._cond:
+            try:
+                self._batches.remove(batch)
+            except ValueError:  # taken by a worker
+                return False
+            return True
 
     def put_loaded(self, unit: Unit, data: bytes) -> None:
         with self._cond:
@@ -95,7 +131,7 @@ def run_units(units: Sequence[Unit], streams: Sequence[StreamPlan], settings: Sh
     units that finished meanwhile), and ``tick()`` every ``tick_seconds`` between them."""
     if not units and not streams:
         return
-    load_encoder(settings.tokenizer)  # once, before the threads race to load it
+    encoder = load_encoder(settings.tokenizer)  # once, before the threads race to load it
     workers = max(1, workers)
     work = _Work(units, 2 * workers, streaming=bool(streams))
     results: queue.Queue = queue.Queue()
@@ -103,8 +139,15 @@ def run_units(units: Sequence[Unit], streams: Sequence[StreamPlan], settings: Sh
     def worker() -> None:
         try:
             while (item := work.take()) is not None:
+                if isinstance(item, Batch):
+                    item.run(encoder.encode_documents)
+                    continue
                 unit, data = item
-                results.put((unit, tokenize_unit(unit, settings, work.stop, data)))
+                try:
+                    record = tokenize_unit(unit, settings, work.stop, data, work)
+                finally:
+                    work.unit_done()
+                results.put((unit, record))
         except BaseException as e:  # raised in the caller's thread
             results.put((None, e))
         finally:

@@ -29,8 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from marin.processing.tokenize.inputs import PARQUET_SUFFIXES, TEXT_SUFFIXES, InputError, InputFile
-from marin.processing.tokenize.streams import is_compressed
-from marin.storage.files import open_url
+from marin.processing.tokenize.streams import is_compressed, open_input
 
 __all__ = ["DEFAULT_RANGE_BYTES", "SplitPlan", "StreamPlan", "Unit", "plan_split"]
 
@@ -147,7 +146,7 @@ def _row_groups(paths: list[str]) -> dict[str, int]:
         import pyarrow.parquet as pq
 
         try:
-            with open_url(path) as f:
+            with open_input(path) as f:
                 return max(1, pq.ParquetFile(f).metadata.num_row_groups)
         except (pa.ArrowInvalid, OSError) as e:
             raise InputError(f"{path}: not a readable Parquet file ({e})") from None

@@ -56,7 +56,8 @@ class TokenizeConfig:
             ``tokenize_step`` fills it in.
         num_processes: parallel workers (0: one per core), threads of the step's process.
             Does not change the result.
-        batch_size: documents encoded per call. Does not change the result.
+        batch_size: the most documents in a batch (a batch also ends at 64 KiB of
+            text). Does not change the result.
         range_bytes: the size large files are cut at (``ranges``). Changes how the cache
             is sharded, not its token stream; a cache being resumed keeps its own.
         progress_seconds: away from a terminal, a progress line every this many seconds.

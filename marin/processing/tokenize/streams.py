@@ -4,6 +4,7 @@ decoded as a stream and cut into the same ranges.
     base, data = read_line_range("data/big.jsonl", 1 << 20, 2 << 20)   # range 1 of 1 MiB
     for chunk in stream_chunks("data/big.jsonl.zst", 1 << 20): chunk.range, chunk.data
     decoded("data/small.jsonl.gz")                                       # the whole file
+    with open_input("data/big.jsonl") as f: f.read(4)                    # any URL, as bytes
 
 Range ``k`` of a file cut at ``R`` bytes holds the lines that *start* at a byte in
 ``[k*R, (k+1)*R)`` of the decoded stream: boundaries depend only on the file, a line is
@@ -11,6 +12,13 @@ never cut, and a plain file and its compressed copy give the same ranges.
 
 A compressed stream that ends inside a frame or member (a truncated download), or whose
 bytes are damaged, is an ``InputError`` naming the file and the byte where it stops.
+
+Design note: ``open_input`` opens a local path with ``open()`` itself rather than through
+the storage layer's local filesystem, which does the same (it resolves a relative path
+against the working folder and follows symbolic links, as ``open()`` does) at five times
+the cost: 66 against 13 µs a file, a tenth of the time of a corpus of small text files.
+Input files are wherever the user keeps them, not under the prefix, so no containment
+check applies to them either way; other URLs go through ``open_url``.
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ import contextlib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 from marin.processing.tokenize.inputs import InputError
-from marin.storage.files import open_url
+from marin.storage.files import local_path, open_url
 
-__all__ = ["Chunk", "decoded", "decoded_blocks", "is_compressed", "line_number",
+__all__ = ["Chunk", "decoded", "decoded_blocks", "is_compressed", "line_number", "open_input",
            "read_line_range", "stream_chunks"]
 
 _BLOCK = 1 << 20
@@ -35,10 +44,18 @@ def is_compressed(path: str) -> bool:
     return path.endswith(_ZSTD + _GZIP)
 
 
+def open_input(url: str) -> IO[bytes]:
+    """The input file ``url`` opened for reading bytes (see the design note)."""
+    path = local_path(url)
+    if path is None or path.startswith("~"):  # another store, or a home folder to expand
+        return open_url(url, "rb")
+    return open(path, "rb")
+
+
 def read_line_range(path: str, start: int, stop: int) -> tuple[int, bytes]:
     """The lines of the plain file ``path`` that start in ``[start, stop)``, and the byte
     where the first of them starts."""
-    with open_url(path, "rb") as f:
+    with open_input(path) as f:
         f.seek(max(start - 1, 0))
         data = f.read(stop - start + (1 if start else 0))
         base = start
@@ -83,7 +100,7 @@ class decoded_blocks:
         new_decoder = _zstd_decoder() if zstd else _gzip_decoder
         unit = "frame" if zstd else "member"
         decoder, fed, unit_start, decoded_bytes = new_decoder(), False, 0, 0
-        with open_url(self.path, "rb") as f:
+        with open_input(self.path) as f:
             while block := f.read(_BLOCK):
                 self.raw_offset += len(block)
                 while block:
@@ -124,7 +141,7 @@ def _gzip_decoder():
 def decoded(path: str) -> bytes:
     """The whole decoded content of ``path`` (compressed or not)."""
     if not is_compressed(path):
-        with open_url(path, "rb") as f:
+        with open_input(path) as f:
             return f.read()
     return b"".join(decoded_blocks(path))
 
@@ -133,22 +150,24 @@ def stream_chunks(path: str, range_bytes: int) -> Iterator[Chunk]:
     """The ranges of the compressed file ``path`` (the module's rule), in order; a range
     that holds no line is not produced."""
     blocks = decoded_blocks(path)
-    buf = bytearray()
-    pos, line = 0, 1  # buf[0] is the byte ``pos`` of the stream, where a line starts
+    rest = b""
+    pos, line = 0, 1  # rest[0] is the byte ``pos`` of the stream, where a line starts
     for block in blocks:
-        buf += block
-        while buf:
+        data = rest + block if rest else block
+        cut = 0  # data[cut] is the byte ``pos``
+        while True:
             boundary = (pos // range_bytes + 1) * range_bytes
-            end = buf.find(b"\n", boundary - 1 - pos)
+            end = data.find(b"\n", cut + boundary - 1 - pos)
             if end < 0:
                 break
-            data = bytes(buf[:end + 1])
-            yield Chunk(pos // range_bytes, pos, line, data, blocks.raw_offset)
-            del buf[:end + 1]
-            pos += end + 1
-            line += data.count(b"\n")
-    if buf:
-        yield Chunk(pos // range_bytes, pos, line, bytes(buf), blocks.raw_offset)
+            chunk = data[cut:end + 1]
+            yield Chunk(pos // range_bytes, pos, line, chunk, blocks.raw_offset)
+            line += chunk.count(b"\n")
+            pos += len(chunk)
+            cut = end + 1
+        rest = data[cut:]
+    if rest:
+        yield Chunk(pos // range_bytes, pos, line, rest, blocks.raw_offset)
 
 
 def line_number(path: str, offset: int, limit: int = 1 << 30) -> int | None:
@@ -161,7 +180,7 @@ def line_number(path: str, offset: int, limit: int = 1 << 30) -> int | None:
         if is_compressed(path):
             blocks: Iterator[bytes] = iter(decoded_blocks(path))
         else:
-            f = stack.enter_context(open_url(path, "rb"))
+            f = stack.enter_context(open_input(path))
             blocks = iter(lambda: f.read(_BLOCK), b"")
         for block in blocks:
             if seen >= offset:

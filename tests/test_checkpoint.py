@@ -107,6 +107,13 @@ checkpoints.save(1, {{"w": jnp.ones(1000)}}, {{"data_step": 1}})
 checkpoints.wait()
 big = {{"w": jnp.ones((64, 1024, 1024), jnp.float32)}}  # 256 MB: far from written at return
 checkpoints.save(2, big, {{"data_step": 2}})
+# the writes go on in the background: kill once the save's temporary folder exists
+import time
+deadline = time.monotonic() + 60
+while not any(n.startswith("step_00000002") for n in os.listdir({path!r})):
+    if time.monotonic() > deadline:
+        sys.exit("the save of step 2 made no folder in 60 s")
+    time.sleep(0.001)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 

@@ -1,13 +1,15 @@
 """Multi-host training: a step with ``StepResources(hosts=2)`` trains as two real processes
-(``jax.distributed`` on gloo) with the local runner, against one process with the same
-global batch; a host killed with SIGKILL; the 2-process checkpoint resumed in 2 processes
-and in 1. The runs are made once per module and read by several tests."""
+(``jax.distributed`` on gloo) with the local runner, and as two Ray tasks on a 2-node Ray
+cluster, against one process with the same global batch; a host killed with SIGKILL; the
+2-process checkpoint resumed in 2 processes and in 1. The runs are made once per module
+and read by several tests."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -19,6 +21,8 @@ from marin.execution.status import StatusRecord, lease_path, status_path
 from marin.execution.step import StepDefinitionError
 from marin.training import TrainingConfigError, TrainLmConfig, train_lm
 from marin.training.distributed import check_global_batch
+from tests import servers
+from tests.conftest import ROOT
 from tests.fixtures.gang_training import KILL_AFTER, WatchedTraining, watched_train
 from tests.helpers.training import tiny_config
 
@@ -155,3 +159,38 @@ def test_bad_host_counts_and_batches_are_refused_in_one_line():
         check_global_batch(12, hosts=2, devices=4)
     check_global_batch(16, hosts=2, devices=4)
 
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    with servers.ray_nodes(2) as address:
+        ray.init(address=address)  # the runner uses this connection, and leaves it open
+        try:
+            while sum(node["Alive"] for node in ray.nodes()) < 2:  # the second node joins
+                time.sleep(0.2)
+            yield address
+        finally:
+            ray.shutdown()
+
+
+def test_two_ray_tasks_on_two_nodes_train_as_one_process(reference, ray_cluster, cache,
+                                                         tmp_path: Path):
+    witness = tmp_path / "witness"
+    env = {"PYTHONPATH": str(ROOT), "MARIN_CACHE_DIR": str(tmp_path / "cache")}
+    executor = Executor(str(tmp_path / "prefix"), backend="ray", runner_options={
+        "address": ray_cluster, "runtime_env": {"env_vars": env}})
+    result = executor.run([gang_step(cache, witness, 2, placement="strict_spread")])
+    step = result.steps[0]
+    assert step.state == "succeeded", step.error
+    assert losses(Path(step.output_path)) == pytest.approx(reference, rel=1e-5)
+    seen = [reads(witness, host) for host in (0, 1)]
+    assert [{(r["index"], r["count"]) for r in s} for s in seen] == [{(0, 2)}, {(1, 2)}]
+    nodes = [{r["node"] for r in s} for s in seen]
+    assert all(len(n) == 1 and None not in n for n in nodes) and nodes[0] != nodes[1]
+    too_many = Executor(str(tmp_path / "other"), backend="ray", runner_options={
+        "address": ray_cluster}).run([gang_step(cache, witness, 3)])
+    assert too_many.steps[0].state == "failed"
+    assert too_many.steps[0].error == (
+        "GangError: step 'train/gang' asks for StepResources.hosts=3 but the Ray cluster has "
+        "2 node(s): lower hosts to at most 2, or add nodes")

@@ -194,3 +194,30 @@ def test_two_ray_tasks_on_two_nodes_train_as_one_process(reference, ray_cluster,
     assert too_many.steps[0].error == (
         "GangError: step 'train/gang' asks for StepResources.hosts=3 but the Ray cluster has "
         "2 node(s): lower hosts to at most 2, or add nodes")
+
+
+def test_a_ray_host_killed_fails_the_gang_cancels_the_other_and_frees_the_lease(
+        ray_cluster, tmp_path: Path):
+    from marin.execution.processes import descendants
+    from tests.fixtures.gang_members import MemberConfig, give_up
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    step = ExecutorStep("gang/killed", give_up, MemberConfig(
+        output_path=this_output_path(), pids=str(pids), failing=1, kill=True),
+        resources=StepResources(hosts=2, placement="strict_spread"))
+    result = Executor(str(tmp_path / "prefix"), backend="ray", runner_options={
+        "address": ray_cluster, "runtime_env": {"env_vars": {"PYTHONPATH": str(ROOT)}}}
+    ).run([step])
+    error = result.steps[0].error
+    assert result.steps[0].state == "failed" and "\n" not in error
+    assert error.startswith("GangError: host 1 of 2 (node ")
+    assert error.endswith("; the gang's other hosts were stopped")
+    other = int((pids / "pid-0").read_text())
+    deadline = time.monotonic() + 30  # a cancelled task's worker is killed asynchronously
+    while descendants([other]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not descendants([other])
+    output = result.steps[0].output_path
+    assert StatusRecord.decode(Path(status_path(output)).read_bytes()).status == "failed"
+    assert not Path(lease_path(output)).exists()

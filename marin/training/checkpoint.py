@@ -25,12 +25,10 @@ mid-write) leaves a temporary folder that is never read and is cleaned up by the
 Old checkpoints are deleted after each commit, except the ``keep_last`` newest and every
 step that is a multiple of ``keep_every``.
 
-In a multi-host run (``jax.process_count() > 1``) every process calls ``save`` and
-``restore`` alike, as orbax requires (its barriers pair the calls): each writes and reads
-only the shards of its own devices, and the first process alone writes the metadata,
-commits the step folder and publishes it. A checkpoint restores onto any other number of
-hosts or devices: the shards are read for ``like``'s sharding. An s3:// root is refused
-there, since its staging folder is local to each host.
+Multi-host (``jax.process_count() > 1``): every process calls ``save`` and ``restore``
+alike (orbax's barriers pair the calls), each writing and reading its own devices' shards;
+the first alone commits and publishes. A checkpoint restores onto any count of hosts or
+devices. s3:// is refused there: its staging folder is local to each host.
 
 Design note, s3://: orbax 0.12 builds tensorstore specs only for local paths and gs://
 (an s3:// URL is normalised to ``s3:/...`` and refused), so an s3:// root is written by the
@@ -106,8 +104,7 @@ class Checkpoints:
             raise CheckpointError(f"checkpoints cannot go to {root} from {jax.process_count()} "
                                   "hosts (each would stage its shards on its own disk): use "
                                   "gs:// or a folder every host shares for a multi-host run")
-        # the first process alone publishes and prunes (orbax commits on it too)
-        self._primary = jax.process_index() == 0
+        self._primary = jax.process_index() == 0  # publishes and prunes; orbax commits there
         # Inside an executor's attempt folder the checkpoints go to the output's shared
         # folder (marin.execution.shared): no resume or commit copies them.
         self._shared = SharedFolder.of(self.root)

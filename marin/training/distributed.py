@@ -29,6 +29,10 @@ Timeouts (the parameters of ``jax.distributed.initialize`` in jax 0.10.2):
 The gang's supervisor sees a member that dies (its process exit, or its Ray task's
 failure) and stops the rest at once; the heartbeat is what bounds the cases it cannot see, a
 host that hangs or loses its network.
+
+JAX's persistent compilation cache is written by process 0 alone; on CPU each process's
+programs have keys of their own, so the other processes compile at every start (on GPU the
+keys are shared and every process reads what process 0 wrote).
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ def start_distributed() -> Hosts:
     if not jax.distributed.is_initialized():
         from jax._src import xla_bridge
 
-        if xla_bridge.backends_are_initialized():
+        if getattr(xla_bridge, "backends_are_initialized", lambda: False)():
             raise TrainingConfigError(
                 f"this process is host {member.rank} of {member.hosts} but JAX already "
                 "started its devices here, so it cannot join the others: start no JAX "

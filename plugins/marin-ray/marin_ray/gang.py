@@ -29,7 +29,6 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from marin.execution.errors import one_line
 from marin.execution.runners import GangError, GangMember, StepResources, free_port
 from marin_ray.resources import bundle, ray_options
 
@@ -156,9 +155,11 @@ def _failure(ref: Any) -> BaseException | None:
 
 
 def _describe(error: BaseException) -> str:
+    """The task's own exception (else Ray's), as one line with its type."""
     if isinstance(error, ray.exceptions.RayTaskError) and error.cause is not None:
-        return one_line(error.cause, with_type=True)
-    return one_line(error, with_type=True)
+        error = error.cause
+    text = " ".join(str(error).split()).rstrip(".")
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _nodes_of(group: Any) -> list[str]:

@@ -50,7 +50,7 @@ from marin.execution.experiments import EXPERIMENT_MODULE_PREFIX
 from marin.execution.processes import KILL_WAIT, descendants, end_processes
 
 __all__ = ["ENV_COORDINATOR", "ENV_HOSTS", "ENV_RANK", "Gang", "GangError", "GangMember",
-           "LocalGang", "as_gang", "exit_description", "free_port", "member_main"]
+           "LocalGang", "as_gang", "free_port", "member_main"]
 
 ENV_COORDINATOR = "MARIN_GANG_COORDINATOR"
 ENV_HOSTS = "MARIN_GANG_HOSTS"
@@ -131,7 +131,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def exit_description(code: int) -> str:
+def _exit_description(code: int) -> str:
     """How a process ended, from its exit status (negative: the signal that ended it)."""
     if code < 0:
         with contextlib.suppress(ValueError):
@@ -184,19 +184,19 @@ class LocalGang:
 
     def _supervise(self, folder: str) -> None:
         members = list(enumerate(self._members))
-        while any(p.poll() is None for _, p in members):
-            failed = [(rank, p) for rank, p in members if p.poll() not in (None, 0)]
-            if failed:
-                break
+
+        def failed() -> list[tuple[int, subprocess.Popen]]:
+            return [(rank, p) for rank, p in members if p.poll() not in (None, 0)]
+
+        while not failed() and any(p.poll() is None for _, p in members):
             time.sleep(self.POLL)
-        failed = [(rank, p) for rank, p in members if p.poll() not in (None, 0)]
-        if not failed:
+        if not failed():
             return
         if self._stopped is not None:
             raise GangError(f"the gang was stopped: {self._stopped}")
         time.sleep(COMPANIONS)
-        failed = [(rank, p) for rank, p in members if p.poll() not in (None, 0)]
-        rank, process = min(failed, key=lambda f: (f[1].returncode >= 0, f[0]))
+        # a member ended by a signal (killed) before one that raised (often its peer's fate)
+        rank, process = min(failed(), key=lambda f: (f[1].returncode >= 0, f[0]))
         raise GangError(f"host {rank} of {self.hosts} (pid {process.pid} on this machine) "
                         f"{_what_happened(process.returncode, folder, rank)}; the gang's "
                         "other hosts were stopped")
@@ -217,7 +217,7 @@ def _what_happened(code: int, folder: str, rank: int) -> str:
         with open(os.path.join(folder, f"rank-{rank}.error")) as f:
             return f"failed: {f.read().strip()}"
     except OSError:
-        return exit_description(code)
+        return _exit_description(code)
 
 
 def _payload(fn: Callable[[Any], Any], config: Any, hosts: int) -> bytes:

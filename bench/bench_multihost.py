@@ -1,7 +1,7 @@
 """Multi-host training on the CPU: the collectives' share of a step, and what a gang costs
 to start.
 
-    python bench/bench_multihost.py          # about 3 minutes on two idle cores
+    python bench/bench_multihost.py          # about 2 minutes on two cores
 
 1. **All-reduce share.** The tiny model trains as a 2-process local gang (``StepResources(
    hosts=2)``, gloo collectives) with a JAX profile of steps [4, 16); marin's trace summary

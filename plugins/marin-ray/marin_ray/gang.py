@@ -119,9 +119,15 @@ class RayGang:
                             f"{_describe(error)}; the gang's other hosts were stopped")
 
     def _cancel(self) -> None:
+        """Cancel the tasks still running. Never a finished one: Ray 2.60's driver can abort
+        (``Tried to complete task that was not pending``) when a task it is told to cancel
+        completes at that moment, and a finished task has nothing left to stop."""
         with self._lock:
             tasks = list(self._tasks)
-        for ref in tasks:
+        if not tasks:
+            return
+        _, running = ray.wait(tasks, num_returns=len(tasks), timeout=0)
+        for ref in running:
             ray.cancel(ref, force=True)
 
 

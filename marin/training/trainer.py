@@ -55,6 +55,7 @@ from marin.training.config import (
     TrainingOutOfMemoryError,
     TrainLmConfig,
     ValidationSet,
+    check_batch_layout,
     compilation_cache_folder,
 )
 from marin.training.data import training_data, validation_sets
@@ -86,7 +87,8 @@ def explain_out_of_memory(error: Exception, batch_size: int, devices: int
     return TrainingOutOfMemoryError(
         f"out of accelerator memory with TrainLmConfig.batch_size={batch_size} on {devices} "
         f"device(s) ({first}). Use a smaller batch size (for example {max(1, batch_size // 2)}"
-        "), more devices, or a smaller model; `marin scaling candidates --hardware ...` "
+        "), gradient accumulation (a smaller TrainLmConfig.microbatch_size), more devices, or "
+        "a smaller model; `marin scaling candidates --hardware ...` "
         "estimates the memory of each candidate")
 
 
@@ -123,7 +125,10 @@ class _Run:
                                  eqx.filter(self.model, eqx.is_inexact_array))
         self.hyper = optimizer.values(config.optimizer, config.train_steps)
         self.tx = optimizer.transformation(self.hyper)
-        self.update = make_traced_update_fn(optimizer, dtype)
+        # the micro-steps of gradient accumulation, for the devices there are
+        micro_steps = check_batch_layout(config.batch_size, jax.device_count(),
+                                         config.microbatch_size)
+        self.update = make_traced_update_fn(optimizer, dtype, micro_steps)
         self.sharding = _Sharding(config.batch_size)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
                                   config.log_every, open_trackers(config))

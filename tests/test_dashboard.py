@@ -343,3 +343,27 @@ def test_a_running_run_shows_the_metrics_of_its_attempt_folder(tmp_path: Path):
         _TRAINING.set()
         runner.join(timeout=60)
     assert status_of(next(tmp_path.glob("train/live-*"))) == "SUCCESS"
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    checkpoints: str
+    words: str
+
+
+def test_the_step_page_marks_a_nonblocking_dependency(tmp_path: Path):
+    prefix = tmp_path / "prefix"
+    words = ExecutorStep("data/words", write_words, WordsConfig(text="a b c"))
+    other = ExecutorStep("data/other", write_words, WordsConfig(text="d e"))
+    watch = ExecutorStep("count/watch", lambda config: None, WatchConfig(
+        checkpoints=output_path_of(words, blocking=False), words=output_path_of(other)))
+    assert Executor(str(prefix)).run([watch]).ok
+    [record] = invocation_records(prefix)
+    keys = {s["name"]: s["key"] for s in record["steps"]}
+    with running_dashboard(str(prefix)) as url:
+        status, body, _ = get(f"{url}/steps/{keys['count/watch']}")
+    assert status == 200
+    marked = f'{keys["data/words"]}</a> (not waited for)'
+    assert marked in body
+    assert f'{keys["data/other"]}</a> (not waited for)' not in body
+    assert f'{keys["data/other"]}</a>' in body

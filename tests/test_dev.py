@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -34,3 +35,30 @@ def test_an_unknown_command_is_named_with_exit_status_2(tmp_path: Path):
     assert out.returncode == 2
     assert "unknown command '--halp'; commands are: run, test, marin, python" in out.stderr
     assert not (tmp_path / ".venv").exists()
+
+
+@pytest.mark.skipif(sys.version_info[:2] == (3, 12), reason="Python 3.12 runs the subset")
+@pytest.mark.parametrize("flag", [["--newest-jax"], ["--jax", "0.11.2"]])
+def test_the_newest_jax_subset_refuses_other_pythons_in_one_line(tmp_path: Path, flag):
+    out = _dev(tmp_path, "test", *flag)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (f"dev.py: test {flag[0]} needs Python 3.12 (this is "
+                                  f"{sys.version.split()[0]}, which keeps jax 0.10.2); run it "
+                                  f"with python3.12")
+    assert not list(tmp_path.glob(".venv*"))
+
+
+def test_jax_without_a_release_is_refused_in_one_line(tmp_path: Path):
+    out = _dev(tmp_path, "test", "--jax", "-x")
+    assert out.returncode == 1
+    assert out.stderr.strip() == "dev.py: --jax needs a release after it, such as --jax 0.11.2"
+    assert not list(tmp_path.glob(".venv*"))
+
+
+def test_the_newest_jax_subset_names_test_files_that_exist():
+    spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    assert dev.NEWEST_JAX_TESTS
+    for path in dev.NEWEST_JAX_TESTS:
+        assert (ROOT / path).is_file(), f"dev.NEWEST_JAX_TESTS names {path}, which is gone"

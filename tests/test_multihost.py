@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -19,8 +20,7 @@ from marin.execution import Executor, ExecutorStep, StepResources, this_output_p
 from marin.execution.executor import RunResult
 from marin.execution.status import StatusRecord, lease_path, status_path
 from marin.execution.step import StepDefinitionError
-from marin.training import TrainingConfigError, TrainLmConfig, train_lm
-from marin.training.distributed import check_global_batch
+from marin.training import TrainLmConfig, train_lm
 from tests import servers
 from tests.conftest import ROOT
 from tests.fixtures.gang_training import KILL_AFTER, WatchedTraining, watched_train
@@ -143,7 +143,20 @@ def test_hosts_are_where_not_what_one_step_for_any_count(tmp_path: Path, cache: 
     assert len({plan.entries[0].output_path for plan in plans}) == 1
 
 
-def test_bad_host_counts_and_batches_are_refused_in_one_line():
+def test_a_global_batch_the_hosts_cannot_split_fails_the_step_in_one_line(cache: Path,
+                                                                          tmp_path: Path):
+    step = gang_step(cache, tmp_path / "witness", 2)
+    odd = dataclasses.replace(step.config, train=dataclasses.replace(step.config.train,
+                                                                     batch_size=7))
+    result = Executor(str(tmp_path / "prefix")).run([step.with_config(odd)])
+    assert result.steps[0].state == "failed"
+    assert re.fullmatch(r"GangError: host 0 of 2 \(pid \d+ on this machine\) failed: "
+                        r"TrainingConfigError: TrainLmConfig.batch_size=7 does not split over "
+                        r"2 hosts x 1 devices: give a multiple of 2; the gang's other hosts "
+                        r"were stopped", result.steps[0].error)
+
+
+def test_bad_host_counts_and_placements_are_refused_in_one_line():
     with pytest.raises(StepDefinitionError, match=r"^StepResources.hosts must be a whole "
                        r"number of at least 1, got 0: use hosts=1 for a step that runs in "
                        r"one process$"):
@@ -151,13 +164,6 @@ def test_bad_host_counts_and_batches_are_refused_in_one_line():
     with pytest.raises(StepDefinitionError, match=r"StepResources.placement must be one of "
                        r"pack, spread, strict_pack, strict_spread, got 'apart'"):
         StepResources(hosts=2, placement="apart")
-    with pytest.raises(TrainingConfigError, match=r"^TrainLmConfig.batch_size=6 must be a "
-                       r"multiple of hosts x devices per host = 2 x 4 = 8 "
-                       r"\(StepResources.hosts=2\): use a batch size of 8, or other hosts$"):
-        check_global_batch(6, hosts=2, devices=4)
-    with pytest.raises(TrainingConfigError, match=r"use a batch size of 8 or 16"):
-        check_global_batch(12, hosts=2, devices=4)
-    check_global_batch(16, hosts=2, devices=4)
 
 
 @pytest.fixture(scope="module")

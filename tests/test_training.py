@@ -17,10 +17,10 @@ import pytest
 
 from marin.models import TransformerConfig
 from marin.models.transformer import TransformerLM
-from marin.training import TrainingConfigError, TrainingDivergedError, TrainLmConfig, train_lm
+from marin.training import TrainingConfigError, TrainingDivergedError, train_lm
 from marin.training.checkpoint import complete_checkpoints
 from tests.conftest import ROOT
-from tests.helpers.training import VOCAB, tiny_config
+from tests.helpers.training import VOCAB, initial_state, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +100,7 @@ def test_a_run_killed_during_an_async_save_resumes_from_the_last_complete_one(ca
     # The data position is restored exactly: the checkpoint's position, and the batches a
     # loader gives from it, are those of an uninterrupted run at that step.
     like = Checkpoints(str(killed / "checkpoints"))
-    _, meta = like.restore(20, like=_initial_state(config))
+    _, meta = like.restore(20, like=initial_state(config))
     data = TokenCacheDataset(config.cache_path, config.model.seq_len)
     resumed = DataLoader(data, config.batch_size, seed=config.seed, start_step=meta["data_step"])
     straight = DataLoader(data, config.batch_size, seed=config.seed)
@@ -118,15 +118,6 @@ def test_a_run_killed_during_an_async_save_resumes_from_the_last_complete_one(ca
     assert [loss for _, loss in resumed_losses] == pytest.approx(
         [loss for _, loss in straight_losses], rel=1e-6)
     assert [s for s, _ in complete_checkpoints(str(killed / "checkpoints"))] == [110, 120]
-
-
-def _initial_state(config: TrainLmConfig):
-    from marin.training.optimizer import build_optimizer
-
-    model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
-    params = eqx.filter(model, eqx.is_inexact_array)
-    tx, _ = build_optimizer(config.optimizer, config.train_steps, params)
-    return model, tx.init(params)
 
 
 def _losses(run: Path) -> list[tuple[int, float]]:

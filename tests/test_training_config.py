@@ -19,6 +19,7 @@ from marin.training import (
     ValidationSet,
     read_summary,
 )
+from marin.training.config import check_batch_layout
 from marin.training.hyperparameters import OptimizerHyperparameters
 from marin.training.summary import SummaryError, write_summary
 from tests.conftest import ROOT
@@ -88,6 +89,13 @@ def test_the_trainer_re_exports_the_config():
      r"^TrainLmConfig.validation\[0\] \('v'\) has no cache_path"),
     ({"compilation_cache": ""}, r"^TrainLmConfig.compilation_cache must be a folder or None"),
     ({"train_steps": 0}, r"^TrainLmConfig.train_steps must be positive, got 0"),
+    ({"microbatch_size": 0}, r"^TrainLmConfig.microbatch_size must be a positive number of "
+     r"sequences per device, or None \(the whole per-device batch\), got 0"),
+    ({"microbatch_size": 4}, r"^TrainLmConfig.microbatch_size=4 is larger than the "
+     r"per-device batch of 2 \(batch_size=2 over 1 device\(s\)\): give at most 2, or None"),
+    ({"batch_size": 6, "microbatch_size": 4}, r"^TrainLmConfig.batch_size=6 is not divisible "
+     r"by 1 device\(s\) x microbatch_size=4: give a microbatch_size that divides the "
+     r"per-device batch of 6 \(for example 3\)"),
     ({"optimizer": OptimizerHyperparameters(1e-2, 1e-2, 1e-8, 0.9, 0.95, optimizer="sgd")},
      r"^TrainLmConfig.optimizer.optimizer must be 'adamw' or 'adamh', got 'sgd'"),
 ])
@@ -116,14 +124,39 @@ def test_the_default_compilation_cache_is_under_marins_cache_folder(tmp_path, mo
     assert compilation_cache_folder(config(compilation_cache=None).compilation_cache) is None
 
 
-def test_the_compilation_cache_and_trackers_do_not_change_the_steps_identity():
+def test_the_compilation_cache_trackers_and_micro_batch_keep_the_steps_identity():
     from marin.execution.hashing import canonicalize
 
     def ident(c):
         return canonicalize(c, dependency_id=str)
 
     assert ident(config(compilation_cache=None)) == ident(config(compilation_cache="/x"))
+    assert ident(config(microbatch_size=1)) == ident(config())  # how, not what
     assert ident(config(validation=(ValidationSet("v", "/c"),))) != ident(config())
+
+
+@pytest.mark.parametrize(("layout", "micro_steps"), [
+    ((256, 8, None), 1), ((256, 8, 32), 1), ((256, 8, 8), 4), ((256, 8, 1), 32),
+    ((256, 8, 8, 2), 2), ((24, 1, 4, 3), 2),
+])
+def test_a_batch_layout_gives_its_micro_steps(layout, micro_steps):
+    assert check_batch_layout(*layout) == micro_steps
+
+
+@pytest.mark.parametrize(("layout", "message"), [
+    ((12, 8, None), r"^TrainLmConfig.batch_size=12 does not split over 8 device\(s\): give a "
+     r"multiple of 8$"),
+    ((48, 8, None, 4), r"^TrainLmConfig.batch_size=48 does not split over 4 hosts x 8 devices: "
+     r"give a multiple of 32$"),
+    ((64, 8, 16), r"^TrainLmConfig.microbatch_size=16 is larger than the per-device batch of 8 "
+     r"\(batch_size=64 over 8 device\(s\)\): give at most 8, or None"),
+    ((96, 4, 8, 2), r"^TrainLmConfig.batch_size=96 is not divisible by 2 hosts x 4 devices x "
+     r"microbatch_size=8: give a microbatch_size that divides the per-device batch of 12 "
+     r"\(for example 6\)$"),
+])
+def test_a_batch_that_does_not_split_is_refused_naming_the_field(layout, message):
+    with pytest.raises(TrainingConfigError, match=message):
+        check_batch_layout(*layout)
 
 
 SUMMARY = RunSummary(params=1000, tokens=4096, flops=2.5e7, steps=8, batch_size=8, seq_len=64,

@@ -177,7 +177,7 @@ def step_page(reader: PrefixReader, key: str) -> dict[str, Any]:
         "history": reader.history(key), "files": files, "logs": logs,
         "is_run": "metrics.jsonl" in files,
         "is_study": "report.md" in files or "fit.json" in files,
-        "dependencies": state.dependencies,
+        "dependencies": state.dependencies, "nonblocking": set(state.nonblocking),
         "text_files": {f for f in files if is_text(f) or f.endswith((".html", *IMAGE_TYPES))},
         "images": [f for f in files if f.endswith(tuple(IMAGE_TYPES))][:IMAGE_LIMIT],
     }

@@ -243,6 +243,7 @@ class PrefixReader:
                 state.reason, state.action = plan.reason, plan.action
                 state.description = plan.description
                 state.dependencies = list(plan.dependencies)
+                state.nonblocking = list(plan.nonblocking)
                 if plan.seconds is not None and state.state not in ("RUNNING", "PENDING") \
                         and plan.outcome in _RAN:
                     state.recorded_seconds = plan.seconds
@@ -287,6 +288,7 @@ class PrefixReader:
                 if not from_plan:
                     state.description = view.description
                     state.dependencies = [self.key_of(p) for p in view.dependencies]
+                    state.nonblocking = [self.key_of(p) for p in view.nonblocking]
 
     def key_of(self, output_path: str) -> str:
         base = self.prefix + "/"

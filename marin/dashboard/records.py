@@ -40,6 +40,7 @@ class InfoView:
     created: float | None = None
     description: str | None = None
     dependencies: tuple[str, ...] = ()
+    nonblocking: tuple[str, ...] = ()
     fn: str | None = None
     user: str | None = None
     git_commit: str | None = None
@@ -66,6 +67,8 @@ class StepView:
     run_id: str = ""
     owner: str | None = None
     dependencies: list[str] = field(default_factory=list)
+    nonblocking: list[str] = field(default_factory=list)
+    """The keys among ``dependencies`` the step did not wait for (from the plan)."""
     reason: str | None = None
     action: str | None = None
     description: str | None = None
@@ -131,6 +134,7 @@ def info_view(info: dict[str, Any] | None, what: str = ".executor_info") -> Info
         return None
     check = FieldReader(what, info)
     return InfoView(created=check.time("created"), description=check.text("description"),
-                    dependencies=check.texts("dependencies"), fn=check.text("fn"),
+                    dependencies=check.texts("dependencies"),
+                    nonblocking=check.texts("nonblocking_dependencies"), fn=check.text("fn"),
                     user=check.text("user"), git_commit=check.text("git_commit"),
                     problems=tuple(check.problems))

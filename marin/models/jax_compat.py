@@ -1,12 +1,26 @@
-"""Compatibility between haliax 1.4.dev453 and newer jax releases.
+"""Compatibility between haliax 1.4.dev453 and the JAX releases marin is tested with.
 
-    import marin.models            # installs the shim (see marin/models/__init__.py)
-    from marin.models.jax_compat import ensure_jax_compat
+    import marin.models            # installs the shims (see marin/models/__init__.py)
+    from marin.models.jax_compat import SHIMS, ensure_jax_compat
     ensure_jax_compat()            # or by hand, before haliax traces anything
+    SHIMS["0.12"]                  # what jax 0.12 needs: ("jax.core.is_constant_dim",)
 
-haliax 1.4.dev453's einsum calls ``jax.core.is_constant_dim``, which jax removed after
-0.10 (jax 0.11 on the GPU machines). The shim restores it from ``jax._src.core`` when that
-still has it, else with the same meaning: a dimension is constant when it is an integer.
+The shims each tested release needs (``SHIMS``; tests/test_jax_compat.py checks the running
+release against it):
+
+| jax | Python | shims | notes |
+| --- | --- | --- | --- |
+| 0.10.2 | 3.11 | none | ``jax.core.is_constant_dim`` still there (its lookup warns) |
+| 0.11.2 | 3.12 | ``jax.core.is_constant_dim`` | the GPU image's release |
+| 0.12.0.1 | 3.12 | ``jax.core.is_constant_dim`` | the newest release |
+
+haliax 1.4.dev453's einsum calls ``jax.core.is_constant_dim``, which jax 0.11 removed from
+its public ``jax.core``. The shim restores it from ``jax._src.core`` when that still has it
+(0.11 and 0.12 do), else with the same meaning: a dimension is constant when it is an
+integer. Nothing else marin or haliax uses changed up to 0.12.0.1. Two warnings that are
+not marin's are ignored in pytest's settings (pyproject.toml): haliax's import of
+``jax.experimental.shard_map`` (deprecated since jax 0.8), and, on Python 3.12, the
+profiler's ``event_stats`` type that has no ``__module__``.
 
 Design note: ``import marin.models`` must not import JAX (sweeps and study plans use the
 model config without it), so ``install()`` patches at once when JAX is already imported and
@@ -20,6 +34,15 @@ import importlib.util
 import operator
 import sys
 from typing import Any
+
+__all__ = ["SHIMS", "ensure_jax_compat", "install"]
+
+# What each tested jax release (major.minor) lacks that haliax uses: the names the shims add.
+SHIMS: dict[str, tuple[str, ...]] = {
+    "0.10": (),
+    "0.11": ("jax.core.is_constant_dim",),
+    "0.12": ("jax.core.is_constant_dim",),
+}
 
 checked = False  # whether ensure_jax_compat has run in this process
 

@@ -10,8 +10,11 @@ whole state to each update (``marin.training.state``), so new parameters and mom
 the old ones' buffers and no second copy is counted; bf16 activations with
 each transformer block rematerialised, so the forward keeps one residual-stream tensor per
 layer and the backward holds one block's full activations at a time; attention scores in
-fp32 for one block; fp32 logits for the loss. When the local batch does not fit,
-gradient accumulation halves the micro-batch until it does.
+fp32 for one block; fp32 logits for the loss. When the local batch does not fit, the
+estimate plans gradient accumulation: the largest micro-batch that divides the per-device
+batch and fits (the trainer runs the per-device batch as equal micro-steps, see
+``TrainLmConfig.microbatch_size``), plus the fp32 gradient sum accumulation keeps (4 bytes
+per parameter, sharded). ``microbatch_size`` is what a candidate's run then uses.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from marin.models.config import TransformerConfig
 
 STATE_BYTES_PER_PARAM = 16  # fp32 params + grads + two Adam moments
+ACCUMULATOR_BYTES_PER_PARAM = 4  # fp32 gradient sum over micro-steps
 ACTIVATION_BYTES = 2  # bf16
 
 
@@ -47,11 +51,16 @@ def activation_bytes_per_sequence(config: TransformerConfig) -> float:
 
 def estimate_training_memory(config: TransformerConfig, batch_size: int, devices: int,
                              memory_limit: float | None = None) -> MemoryEstimate:
-    state = config.num_params() * STATE_BYTES_PER_PARAM / devices
+    """Bytes per device of the whole per-device batch in one pass or, when that exceeds
+    ``memory_limit``, of the largest micro-batch dividing it that fits (1 if none does)."""
+    params = config.num_params()
     per_sequence = activation_bytes_per_sequence(config)
-    micro = max(1, batch_size // devices)
-    while True:
-        estimate = MemoryEstimate(state, micro * per_sequence, micro)
-        if memory_limit is None or estimate.per_device_bytes <= memory_limit or micro == 1:
+    per_device = max(1, batch_size // devices)
+    estimate = None
+    for micro in (d for d in range(per_device, 0, -1) if per_device % d == 0):
+        per_param = STATE_BYTES_PER_PARAM + (ACCUMULATOR_BYTES_PER_PARAM
+                                             if micro < per_device else 0)
+        estimate = MemoryEstimate(params * per_param / devices, micro * per_sequence, micro)
+        if memory_limit is None or estimate.per_device_bytes <= memory_limit:
             return estimate
-        micro //= 2
+    return estimate

@@ -41,7 +41,9 @@ class CandidateConfig:
         budget: the FLOP budget the candidate was chosen for.
         optimizer: its hyperparameters.
         estimated_memory_per_device: bytes per device (``marin.models.memory``).
-        microbatch_size: sequences per device per gradient-accumulation step.
+        microbatch_size: sequences per device per micro-step of gradient accumulation, as
+            the memory estimate planned it (the whole per-device batch when that fits); its
+            run uses it (``marin.scaling_laws.runs.training_config``).
         devices: accelerators the run is planned on.
         hardware: the hardware preset it was planned for, or None (no particular one).
         mfu: the model FLOP utilisation assumed for ``estimated_device_hours``.

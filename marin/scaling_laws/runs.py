@@ -6,7 +6,9 @@
                                          DataComponent("docs", docs, 0.3)), options)
     step = train_step("train/tiny", tokenized, candidate, eval_every=50)   # resumable
 
-The candidate fixes the model, batch size, steps, optimizer and hardware preset; ``data`` is
+The candidate fixes the model, batch size, steps, optimizer and hardware preset, and the
+micro-batch its memory estimate planned (``microbatch_size``, left None when the whole
+per-device batch fits; an option may set another); ``data`` is
 a token cache (a path or a step's placeholder) or a mixture of weighted caches; ``options``
 are further ``TrainLmConfig`` fields, checked by name when the config is built (at planning
 time), so a misspelled one fails in one line naming it and the closest field. Building a
@@ -28,7 +30,12 @@ from marin.execution.step import (
     this_output_path,
 )
 from marin.scaling_laws.candidates import CandidateConfig
-from marin.training.config import DataComponent, TrainingConfigError, TrainLmConfig
+from marin.training.config import (
+    DataComponent,
+    TrainingConfigError,
+    TrainLmConfig,
+    check_batch_layout,
+)
 
 __all__ = ["TrainOptionsError", "check_train_options", "resources_of", "train_step",
            "training_config"]
@@ -71,12 +78,17 @@ def training_config(candidate: CandidateConfig, data: Any,
         source: dict[str, Any] = {"mixture": data}
     else:
         source = {"cache_path": data}
-    hardware = {} if candidate.hardware is None else {"hardware": candidate.hardware}
-    return TrainLmConfig(**source, model=candidate.model_config,
-                         batch_size=candidate.batch_size, train_steps=candidate.train_steps,
-                         optimizer=candidate.optimizer,
-                         output_path=this_output_path() if output_path is None else output_path,
-                         **{**hardware, **options})
+    planned = {"hardware": candidate.hardware} if candidate.hardware is not None else {}
+    if candidate.microbatch_size * candidate.devices < candidate.batch_size:
+        planned["microbatch_size"] = candidate.microbatch_size  # accumulation was planned
+    config = TrainLmConfig(**source, model=candidate.model_config,
+                           batch_size=candidate.batch_size, train_steps=candidate.train_steps,
+                           optimizer=candidate.optimizer,
+                           output_path=this_output_path() if output_path is None
+                           else output_path, **{**planned, **options})
+    if candidate.hardware is not None:  # the run asks for the devices it was planned on
+        check_batch_layout(config.batch_size, candidate.devices, config.microbatch_size)
+    return config
 
 
 def resources_of(candidate: CandidateConfig) -> StepResources:

@@ -26,7 +26,7 @@ from marin.training.hyperparameters import OptimizerHyperparameters
 
 __all__ = ["DEFAULT_COMPILATION_CACHE", "DataComponent", "TrainLmConfig", "TrainingConfigError",
            "TrainingDivergedError", "TrainingOutOfMemoryError", "ValidationSet",
-           "compilation_cache_folder"]
+           "check_batch_layout", "compilation_cache_folder"]
 
 
 class TrainingDivergedError(RuntimeError):
@@ -121,6 +121,12 @@ class TrainLmConfig:
         compilation_cache: the folder of JAX's persistent compilation cache, shared by
             runs; ``"default"``: ``$MARIN_CACHE_DIR/jax-compilation`` of the machine that
             trains (``compilation_cache_folder``); None turns it off. Unversioned.
+        microbatch_size: sequences per device per micro-step of gradient accumulation: each
+            optimizer step runs its batch as ``batch_size / (devices * microbatch_size)``
+            micro-steps, summing their gradients, and applies one update; the activations
+            of one micro-step are live at a time. None: the whole per-device batch in one
+            pass. It must divide the per-device batch (``check_batch_layout``). Unversioned:
+            the losses are those of the whole batch (within float32 rounding).
     """
 
     cache_path: Any = None  # a path, or a placeholder until the executor resolves it
@@ -145,6 +151,7 @@ class TrainLmConfig:
     profile_steps: tuple[int, int] | None = unversioned_field(default=None)
     trackers: list[TrackerConfig] = unversioned_field(default_factory=list)  # noqa: RUF009
     compilation_cache: str | None = unversioned_field(default=DEFAULT_COMPILATION_CACHE)
+    microbatch_size: int | None = unversioned_field(default=None)
 
     def __post_init__(self) -> None:
         from marin.trackers.fanout import check_trackers
@@ -158,6 +165,15 @@ class TrainLmConfig:
             if getattr(self, name) <= 0:
                 raise TrainingConfigError(f"TrainLmConfig.{name} must be positive, got "
                                           f"{getattr(self, name)}")
+        if self.microbatch_size is not None:
+            if isinstance(self.microbatch_size, bool) or not isinstance(
+                    self.microbatch_size, int) or self.microbatch_size <= 0:
+                raise TrainingConfigError(
+                    f"TrainLmConfig.microbatch_size must be a positive number of sequences "
+                    f"per device, or None (the whole per-device batch), got "
+                    f"{self.microbatch_size!r}")
+            # the device count is known where the run starts; here, at least one device
+            check_batch_layout(self.batch_size, 1, self.microbatch_size)
         kind = getattr(self.optimizer, "optimizer", None)
         if kind not in ("adamw", "adamh"):
             raise TrainingConfigError(f"TrainLmConfig.optimizer.optimizer must be 'adamw' or "
@@ -171,6 +187,42 @@ class TrainLmConfig:
             check_trackers(self.trackers)
         except TrackerConfigError as e:
             raise TrainingConfigError(str(e)) from None
+
+
+def check_batch_layout(batch_size: int, devices: int, microbatch_size: int | None,
+                       hosts: int = 1) -> int:
+    """The micro-steps of one optimizer step, ``batch_size`` sequences split over ``hosts``
+    hosts of ``devices`` devices each, every device taking ``microbatch_size`` of its
+    sequences per micro-step (None: all of them, one micro-step). A layout that does not
+    divide fails in one line naming the field and the fix.
+
+        check_batch_layout(256, devices=8, microbatch_size=8)            # 4
+        check_batch_layout(256, devices=8, microbatch_size=8, hosts=2)   # 2
+    """
+    if hosts < 1 or devices < 1:
+        raise ValueError(f"check_batch_layout needs at least one host and one device, got "
+                         f"hosts={hosts}, devices={devices}")
+    shards = hosts * devices
+    over = f"{hosts} hosts x {devices} devices" if hosts > 1 else f"{devices} device(s)"
+    if batch_size % shards:
+        raise TrainingConfigError(
+            f"TrainLmConfig.batch_size={batch_size} does not split over {over}: give a "
+            f"multiple of {shards}")
+    per_device = batch_size // shards
+    if microbatch_size is None:
+        return 1
+    if microbatch_size > per_device:
+        raise TrainingConfigError(
+            f"TrainLmConfig.microbatch_size={microbatch_size} is larger than the per-device "
+            f"batch of {per_device} (batch_size={batch_size} over {over}): give at most "
+            f"{per_device}, or None for the whole per-device batch")
+    if per_device % microbatch_size:
+        fits = max(d for d in range(1, microbatch_size + 1) if per_device % d == 0)
+        raise TrainingConfigError(
+            f"TrainLmConfig.batch_size={batch_size} is not divisible by {over} x "
+            f"microbatch_size={microbatch_size}: give a microbatch_size that divides the "
+            f"per-device batch of {per_device} (for example {fits})")
+    return per_device // microbatch_size
 
 
 def _check_data(cache_path: Any, mixture: tuple[Any, ...]) -> None:

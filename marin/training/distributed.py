@@ -2,14 +2,15 @@
 
     hosts = start_distributed()      # first, before anything starts JAX's backends
     hosts.index, hosts.count, hosts.primary          # Hosts(index=0, count=1) outside a gang
-    check_global_batch(batch_size=8, hosts=2, devices=1)   # or one line naming the field
 
 A step with ``StepResources(hosts=N)`` runs its function in N processes (a gang, see
 ``marin.execution.gang``), each told the coordinator's address, the host count and its rank
 through the environment. ``start_distributed`` joins them: ``jax.distributed.initialize``
 with those values, the coordination service's timeouts set below, and JAX's CPU collectives
 on gloo (a CPU-only process has no collectives otherwise; accelerators use their own). Then
-``jax.devices()`` lists every host's devices, and each process places only its own.
+``jax.devices()`` lists every host's devices, and each process places only its own. The
+global batch must split over hosts x devices per host (x the micro-batch):
+``marin.training.config.check_batch_layout(batch_size, devices, microbatch_size, hosts)``.
 
 Timeouts (the parameters of ``jax.distributed.initialize`` in jax 0.10.2):
 
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from marin.execution.gang import GangMember
 from marin.training.config import TrainingConfigError
 
-__all__ = ["HEARTBEAT_TIMEOUT", "ONE_HOST", "Hosts", "check_global_batch", "start_distributed"]
+__all__ = ["HEARTBEAT_TIMEOUT", "ONE_HOST", "Hosts", "start_distributed"]
 
 HEARTBEAT_TIMEOUT = 30
 SHUTDOWN_TIMEOUT = 30
@@ -89,17 +90,3 @@ def start_distributed() -> Hosts:
                                    heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT,
                                    shutdown_timeout_seconds=SHUTDOWN_TIMEOUT)
     return Hosts(jax.process_index(), jax.process_count())
-
-
-def check_global_batch(batch_size: int, hosts: int, devices: int) -> None:
-    """Refuse, in one line naming the field and the fix, a global batch that ``hosts`` hosts
-    of ``devices`` devices each cannot split evenly (every device takes the same share)."""
-    total = hosts * devices
-    if batch_size % total == 0:
-        return
-    lower, upper = batch_size - batch_size % total, batch_size - batch_size % total + total
-    choices = f"{lower} or {upper}" if lower else f"{upper}"
-    raise TrainingConfigError(
-        f"TrainLmConfig.batch_size={batch_size} must be a multiple of hosts x devices per host "
-        f"= {hosts} x {devices} = {total} (StepResources.hosts={hosts}): use a batch size of "
-        f"{choices}, or other hosts")

@@ -10,6 +10,9 @@
     update = make_traced_update_fn(optimizer, dtype=jnp.bfloat16)
     state, metrics = update(state, tokens)      # metrics["learning_rate"] too
 
+    # gradient accumulation: 4 micro-steps per optimizer step (``check_batch_layout``)
+    update = make_traced_update_fn(optimizer, dtype=jnp.bfloat16, microbatches=4)
+
 Design note: everything a step changes (the step count, the model, the optimizer state) is
 one ``equinox.Module``, and the update donates it whole (``filter_jit(donate="all")``).
 XLA then writes the new parameters and moments into the buffers of the old ones, so an
@@ -19,6 +22,15 @@ must not touch a state (or a batch) after passing it to ``update``: its buffers 
 The state also carries the optimizer's ``HyperValues`` (``marin.training.optimizer``), so
 that learning rates and schedule lengths are inputs of the compiled update, not constants;
 they are not checkpointed (a run's config gives them).
+
+With ``microbatches`` > 1 the update scans (``jax.lax.scan``) over that many equal slices of
+the batch, sums their float32 gradients in the loop's carry and applies one optimizer
+step to the mean: the activations of one slice are live at a time, at the price of one
+more float32 gradient buffer (``marin.models.memory`` counts it). Slice ``k`` holds rows
+``k, k + n, k + 2n, ...`` of the batch, so each device's rows stay on that device and every
+slice is spread over all devices as the whole batch was (data parallelism and FSDP
+unchanged, no data moves between devices). Every sequence has the same number of predicted
+tokens (no padding, no masks), so the mean of the slices' token means is the batch's.
 """
 
 from __future__ import annotations
@@ -73,31 +85,34 @@ def loss_fn(model: TransformerLM, tokens: jnp.ndarray, z_weight: float, dtype: A
     return nll + z_weight * jnp.mean(log_z**2), nll
 
 
-def make_update_fn(tx: Any, z_weight: float, dtype: Any
+def make_update_fn(tx: Any, z_weight: float, dtype: Any, microbatches: int = 1
                    ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
     """The jitted optimizer step: ``update(state, tokens) -> (state, {"loss", "grad_norm"})``,
-    donating ``state`` (and ``tokens``); ``tx`` and ``z_weight`` are constants of it."""
-    return _jit_update(lambda state: tx, lambda state: z_weight, None, dtype)
+    donating ``state`` (and ``tokens``); ``tx`` and ``z_weight`` are constants of it. The
+    gradient is accumulated over ``microbatches`` slices of the batch (1: none)."""
+    return _jit_update(lambda state: tx, lambda state: z_weight, None, dtype, microbatches)
 
 
-def make_traced_update_fn(optimizer: Any, dtype: Any
+def make_traced_update_fn(optimizer: Any, dtype: Any, microbatches: int = 1
                           ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
     """As ``make_update_fn``, for an ``Optimizer`` whose values the state carries
     (``state.hyper``); the metrics also hold the step's ``learning_rate``."""
     return _jit_update(lambda state: optimizer.transformation(state.hyper),
                        lambda state: state.hyper.z_loss_weight if optimizer.z_loss else 0.0,
-                       lambda state: optimizer.schedule(state.hyper)(state.step), dtype)
+                       lambda state: optimizer.schedule(state.hyper)(state.step), dtype,
+                       microbatches)
 
 
 def _jit_update(tx_of: Callable[[TrainerState], Any], z_of: Callable[[TrainerState], Any],
-                lr_of: Callable[[TrainerState], Any] | None, dtype: Any
+                lr_of: Callable[[TrainerState], Any] | None, dtype: Any, microbatches: int
                 ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
+    if microbatches < 1:
+        raise ValueError(f"microbatches must be at least 1, got {microbatches}")
 
     @eqx.filter_jit(donate="all")
     def update(state: TrainerState, tokens: jax.Array) -> tuple[TrainerState, dict]:
         tx = tx_of(state)
-        (_, nll), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(
-            state.model, tokens, z_of(state), dtype)
+        nll, grads = _gradients(state.model, tokens, z_of(state), dtype, microbatches)
         params = eqx.filter(state.model, eqx.is_inexact_array)
         updates, opt_state = tx.update(grads, state.opt_state, params)
         model = eqx.apply_updates(state.model, updates)
@@ -108,6 +123,36 @@ def _jit_update(tx_of: Callable[[TrainerState], Any], z_of: Callable[[TrainerSta
         return TrainerState(state.step + 1, model, opt_state, state.hyper), metrics
 
     return update
+
+
+def _gradients(model: TransformerLM, tokens: jax.Array, z_weight: Any, dtype: Any,
+               microbatches: int) -> tuple[jax.Array, Any]:
+    """(mean NLL, gradient of the mean training loss) of a batch, over ``microbatches``
+    slices of it one after the other (see the design note)."""
+    value_and_grad = eqx.filter_value_and_grad(loss_fn, has_aux=True)
+    if microbatches == 1:
+        (_, nll), grads = value_and_grad(model, tokens, z_weight, dtype)
+        return nll, grads
+    rows, length = tokens.shape
+    if rows % microbatches:
+        raise ValueError(f"a batch of {rows} sequences does not split into {microbatches} "
+                         "micro-batches")
+    # [B, S] -> [B/n, n, S] -> [n, B/n, S]: slice k is rows k, k+n, ...; a device's rows
+    # (a contiguous block of B/devices, n of them per row of B/n) stay on it
+    slices = tokens.reshape(rows // microbatches, microbatches, length).swapaxes(0, 1)
+
+    def accumulate(carry: tuple[jax.Array, Any], batch: jax.Array
+                   ) -> tuple[tuple[jax.Array, Any], None]:
+        nll_sum, grad_sum = carry
+        (_, nll), grads = value_and_grad(model, batch, z_weight, dtype)
+        grad_sum = jax.tree.map(lambda a, g: a + g.astype(jnp.float32), grad_sum, grads)
+        return (nll_sum + nll, grad_sum), None
+
+    zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32),
+                         eqx.filter(model, eqx.is_inexact_array))
+    (nll_sum, grad_sum), _ = jax.lax.scan(accumulate, (jnp.zeros((), jnp.float32), zeros),
+                                          slices)
+    return nll_sum / microbatches, jax.tree.map(lambda g: g / microbatches, grad_sum)
 
 
 def make_eval_fn(dtype: Any) -> Callable[[TransformerLM, jax.Array], jax.Array]:

@@ -61,15 +61,11 @@ from marin.training.config import (
     TrainingOutOfMemoryError,
     TrainLmConfig,
     ValidationSet,
+    check_batch_layout,
     compilation_cache_folder,
 )
 from marin.training.data import training_data, validation_sets
-from marin.training.distributed import (
-    ONE_HOST,
-    Hosts,
-    check_global_batch,
-    start_distributed,
-)
+from marin.training.distributed import ONE_HOST, Hosts, start_distributed
 from marin.training.evaluation import Validation
 from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
 from marin.training.optimizer import Optimizer
@@ -98,7 +94,8 @@ def explain_out_of_memory(error: Exception, batch_size: int, devices: int
     return TrainingOutOfMemoryError(
         f"out of accelerator memory with TrainLmConfig.batch_size={batch_size} on {devices} "
         f"device(s) ({first}). Use a smaller batch size (for example {max(1, batch_size // 2)}"
-        "), more devices, or a smaller model; `marin scaling candidates --hardware ...` "
+        "), gradient accumulation (a smaller TrainLmConfig.microbatch_size), more devices, or "
+        "a smaller model; `marin scaling candidates --hardware ...` "
         "estimates the memory of each candidate")
 
 
@@ -131,6 +128,10 @@ class _Run:
         self.config = config
         self.hosts = hosts
         dtype = jnp.dtype(config.compute_dtype)
+        # first, before any work: the micro-steps of gradient accumulation, for the devices
+        # of every host (a batch they cannot split is refused in one line)
+        micro_steps = check_batch_layout(config.batch_size, jax.local_device_count(),
+                                         config.microbatch_size, hosts=hosts.count)
         self.model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
         # hyperparameters that change no shape are inputs of the update, carried by the
         # state: another learning rate or run length reuses the compiled program
@@ -138,7 +139,7 @@ class _Run:
                                  eqx.filter(self.model, eqx.is_inexact_array))
         self.hyper = optimizer.values(config.optimizer, config.train_steps)
         self.tx = optimizer.transformation(self.hyper)
-        self.update = make_traced_update_fn(optimizer, dtype)
+        self.update = make_traced_update_fn(optimizer, dtype, micro_steps)
         self.sharding = _Sharding(config.batch_size, hosts)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
                                   config.log_every,
@@ -272,7 +273,6 @@ class _Sharding:
         devices = jax.devices()
         self.count = len(devices)
         self.hosts = hosts
-        check_global_batch(batch_size, hosts.count, jax.local_device_count())
         self.batch_size = batch_size
         self.mesh = jax.sharding.Mesh(np.array(devices), ("data",))
         self.batch = jax.sharding.NamedSharding(self.mesh,

@@ -3,6 +3,7 @@
     root = build_cache(tmp_path)                 # tokenizer/ and cache/ under root
     config = tiny_config(root, tmp_path / "run", train_steps=6)
     train_lm(config)
+    model, opt_state = initial_state(config)     # the shapes a checkpoint restores into
 
 The ``cache`` fixture in ``tests/conftest.py`` builds one per test module.
 """
@@ -55,3 +56,17 @@ def tiny_config(cache: Path, out: Path, **changes) -> TrainLmConfig:
                                            optimizer="adamh", warmup_fraction=0.05),
         output_path=str(out), eval_every=40, log_every=1000)
     return dataclasses.replace(config, **changes)
+
+
+def initial_state(config: TrainLmConfig):
+    """(model, optimizer state) of a fresh run of ``config``: what its checkpoints hold."""
+    import equinox as eqx
+    import jax
+
+    from marin.models.transformer import TransformerLM
+    from marin.training.optimizer import build_optimizer
+
+    model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
+    params = eqx.filter(model, eqx.is_inexact_array)
+    tx, _ = build_optimizer(config.optimizer, config.train_steps, params)
+    return model, tx.init(params)

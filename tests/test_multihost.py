@@ -40,11 +40,12 @@ def training(cache: Path) -> TrainLmConfig:
     return dataclasses.replace(config, output_path=this_output_path())
 
 
-def gang_step(cache: Path, witness: Path, hosts: int, placement: str = "pack"
-              ) -> ExecutorStep:
+def gang_step(cache: Path, witness: Path, hosts: int, placement: str = "pack",
+              microbatch_size: int | None = None) -> ExecutorStep:
+    """The step every run here shares: hosts, placement and micro-batch change no key."""
     witness.mkdir(exist_ok=True)
-    return ExecutorStep("train/gang", watched_train, WatchedTraining(training(cache),
-                                                                      str(witness)),
+    train = dataclasses.replace(training(cache), microbatch_size=microbatch_size)
+    return ExecutorStep("train/gang", watched_train, WatchedTraining(train, str(witness)),
                         resources=StepResources(hosts=hosts, placement=placement),
                         resumable=True)
 
@@ -78,7 +79,8 @@ class Runs(NamedTuple):
 @pytest.fixture(scope="module")
 def runs(cache: Path, tmp_path_factory) -> Runs:
     """A 2-process run whose host 1 is killed after the step-4 checkpoint; the same step run
-    again in 2 processes, and, from a copy of the prefix as the kill left it, in 1."""
+    again in 2 processes, and, from a copy of the prefix as the kill left it, in 1, both
+    with gradient accumulation (the micro-batch, like the hosts, is where and how)."""
     root = tmp_path_factory.mktemp("gang")
     (root / "killed").mkdir()
     (root / "killed" / "kill-host-1").touch()
@@ -87,8 +89,11 @@ def runs(cache: Path, tmp_path_factory) -> Runs:
     status = StatusRecord.decode(Path(status_path(output)).read_bytes())
     lease_left = Path(lease_path(output)).exists()
     shutil.copytree(root / "prefix", root / "prefix-copy")
-    resumed = Executor(str(root / "prefix")).run([gang_step(cache, root / "resumed", 2)])
-    alone = Executor(str(root / "prefix-copy")).run([gang_step(cache, root / "alone", 1)])
+    # the resumed runs accumulate gradients too: 2 micro-steps of 2 sequences per device
+    resumed = Executor(str(root / "prefix")).run([gang_step(cache, root / "resumed", 2,
+                                                            microbatch_size=2)])
+    alone = Executor(str(root / "prefix-copy")).run([gang_step(cache, root / "alone", 1,
+                                                               microbatch_size=2)])
     return Runs(root, killed, status, lease_left, resumed, alone)
 
 
@@ -138,8 +143,10 @@ def test_a_two_process_checkpoint_resumes_in_two_processes_and_in_one(reference,
 
 
 def test_hosts_are_where_not_what_one_step_for_any_count(tmp_path: Path, cache: Path):
-    plans = [Executor(str(tmp_path)).plan([gang_step(cache, tmp_path / "w", hosts)])
-             for hosts in (1, 2, 8)]
+    plans = [Executor(str(tmp_path)).plan([gang_step(cache, tmp_path / "w", hosts, placement,
+                                                     micro)])
+             for hosts, placement, micro in ((1, "pack", None), (2, "strict_spread", 2),
+                                             (8, "spread", 1))]
     assert len({plan.entries[0].output_path for plan in plans}) == 1
 
 

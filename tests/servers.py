@@ -1,7 +1,8 @@
-"""Real storage servers on loopback for the tests: fake-gcs-server and moto's S3 server.
+"""Real servers on loopback for the tests: fake-gcs-server, moto's S3 server, Ray nodes.
 
-Each starts once per test session in its own process and stops at the end; tests get a
-fresh bucket each through the `gcs_bucket` and `s3_bucket` fixtures (see conftest.py).
+Each storage server starts once per test session in its own process and stops at the end;
+tests get a fresh bucket each through the `gcs_bucket` and `s3_bucket` fixtures (see
+conftest.py). `ray_nodes` starts a Ray cluster of several nodes on this machine.
 """
 
 from __future__ import annotations
@@ -126,3 +127,39 @@ def multi_region_gcs_emulator():
     """gcp-storage-emulator, which reports its buckets as multi-region ("US")."""
     return _serve("gcp-storage-emulator", "start", "--host", "127.0.0.1", "--port", "{port}",
                   "--in-memory")
+
+
+@contextmanager
+def ray_nodes(count: int, cpus: int = 1) -> Iterator[str]:
+    """A Ray cluster of ``count`` nodes on this machine, each ``ray start --block`` (the head
+    first) with ``cpus`` CPUs; yields the head's address. Every port a node listens on is
+    chosen free, so other Ray instances on the machine are left alone, and each node's
+    processes end with its own ``ray start``."""
+    ray = str(Path(sys.executable).parent / "ray")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    temp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit
+    port = free_port()
+    nodes: list[subprocess.Popen] = []
+    log = open(os.path.join(temp, "nodes.log"), "wb")  # noqa: SIM115
+
+    def start(*args: str) -> None:
+        nodes.append(subprocess.Popen(
+            [ray, "start", "--block", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
+             "--disable-usage-stats", f"--dashboard-agent-listen-port={free_port()}",
+             f"--dashboard-agent-grpc-port={free_port()}", f"--metrics-export-port={free_port()}",
+             f"--runtime-env-agent-port={free_port()}", *args],
+            env=env, stdout=log, stderr=log, start_new_session=True))
+
+    try:
+        start("--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}",
+              f"--ray-client-server-port={free_port()}")
+        wait_for_port(port, timeout=60)
+        for _ in range(count - 1):
+            start(f"--address=127.0.0.1:{port}")
+        yield f"127.0.0.1:{port}"
+    finally:
+        for node in reversed(nodes):
+            node.terminate()
+            node.wait(timeout=60)
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)

@@ -86,21 +86,46 @@ def _path_rule_broken(text: str) -> str | None:
 _INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
+#: ``StepResources.placement`` values: how a gang's hosts are spread over a Ray cluster's
+#: nodes (Ray's placement-group strategies, lower case).
+PLACEMENTS = ("pack", "spread", "strict_pack", "strict_spread")
+
+
 @dataclass(frozen=True)
 class StepResources:
-    """What one run of a step needs; runners that schedule (Ray) honour it.
+    """What one run of a step needs; runners that schedule (Ray) honour it. Where and how a
+    step runs, never what it computes: resources are not part of a step's identity, so a
+    1-host and a 2-host run of one config are one step.
 
     Attributes:
-        cpus: CPU cores.
-        gpus: GPUs.
+        cpus: CPU cores (per host).
+        gpus: GPUs (per host).
         tpu: TPU type (for example ``"v5e-8"``), or None.
-        memory_gb: host memory in GiB, or None for the runner's default.
+        memory_gb: host memory in GiB (per host), or None for the runner's default.
+        hosts: processes the step runs as, one per host, started together as one gang
+            (``jax.distributed``; docs/executor.md, "Resources and multi-host steps"). The
+            local runner starts them all on this machine.
+        placement: how the Ray runner spreads a gang over the cluster's nodes: ``"pack"``
+            (few nodes), ``"spread"``, ``"strict_pack"`` (one node) or ``"strict_spread"``
+            (one host per node: what real hosts need).
     """
 
     cpus: float = 1.0
     gpus: float = 0.0
     tpu: str | None = None
     memory_gb: float | None = None
+    hosts: int = 1
+    placement: str = "pack"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.hosts, bool) or not isinstance(self.hosts, int) or self.hosts < 1:
+            raise StepDefinitionError(
+                f"StepResources.hosts must be a whole number of at least 1, got "
+                f"{self.hosts!r}: use hosts=1 for a step that runs in one process")
+        if self.placement not in PLACEMENTS:
+            raise StepDefinitionError(
+                f"StepResources.placement must be one of {', '.join(PLACEMENTS)}, got "
+                f"{self.placement!r}: use 'strict_spread' for one host per node")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,11 @@ mid-write) leaves a temporary folder that is never read and is cleaned up by the
 Old checkpoints are deleted after each commit, except the ``keep_last`` newest and every
 step that is a multiple of ``keep_every``.
 
+Multi-host (``jax.process_count() > 1``): every process calls ``save`` and ``restore``
+alike (orbax's barriers pair the calls), each writing and reading its own devices' shards;
+the first alone commits and publishes. A checkpoint restores onto any count of hosts or
+devices. s3:// is refused there: its staging folder is local to each host.
+
 Design note, s3://: orbax 0.12 builds tensorstore specs only for local paths and gs://
 (an s3:// URL is normalised to ``s3:/...`` and refused), so an s3:// root is written by the
 same asynchronous manager to a local staging folder, then uploaded with s3fs in the
@@ -95,6 +100,11 @@ class Checkpoints:
                                   "or s3://")
         self.root = os.path.abspath(root) if scheme is None else root
         self.asynchronous = asynchronous
+        if scheme == "s3" and jax.process_count() > 1:
+            raise CheckpointError(f"checkpoints cannot go to {root} from {jax.process_count()} "
+                                  "hosts (each would stage its shards on its own disk): use "
+                                  "gs:// or a folder every host shares for a multi-host run")
+        self._primary = jax.process_index() == 0  # publishes and prunes; orbax commits there
         # Inside an executor's attempt folder the checkpoints go to the output's shared
         # folder (marin.execution.shared): no resume or commit copies them.
         self._shared = SharedFolder.of(self.root)
@@ -140,7 +150,7 @@ class Checkpoints:
         if self._remote is not None:  # uploads, then publishes or prunes, in one thread
             self._remote.upload_after(self._manager, step, self._publish
                                       if self._shared is not None else self._prune_remote)
-        elif self._shared is not None:
+        elif self._shared is not None and self._primary:
             self._after.start(self._publish, step)
         if not self.asynchronous:
             self.wait()

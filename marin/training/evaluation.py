@@ -41,12 +41,14 @@ class EvalSet:
 @dataclass(frozen=True)
 class Validation:
     """Every set's first ``batches`` batches of ``batch_size`` sequences, scored by
-    ``eval_fn(model, tokens)`` (the mean next-token loss of a batch)."""
+    ``eval_fn(model, tokens)`` (the mean next-token loss of a batch); ``place`` puts a
+    batch (every host's whole batch) on the devices."""
 
     sets: tuple[EvalSet, ...]
     eval_fn: Callable[[Any, jax.Array], jax.Array]
     batch_size: int
     batches: int
+    place: Callable[[np.ndarray], jax.Array] = jnp.asarray
 
     def _mean_loss(self, model: Any, data: Any) -> tuple[float, int]:
         count = min(self.batches * self.batch_size, data.num_sequences)
@@ -54,7 +56,7 @@ class Validation:
         for start in range(0, count, self.batch_size):
             stop = min(count, start + self.batch_size)
             batch = np.stack([data.sequence(i) for i in range(start, stop)])
-            total += float(self.eval_fn(model, jnp.asarray(batch))) * len(batch)
+            total += float(self.eval_fn(model, self.place(batch))) * len(batch)
         return total / count, count
 
     def evaluate(self, model: Any) -> dict[str, float]:

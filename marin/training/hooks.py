@@ -53,10 +53,13 @@ class Every:
 
 class MetricsLog:
     """metrics.jsonl: kept in memory and rewritten whole at checkpoints and at the end;
-    each record also goes to the run's trackers, as it is stored."""
+    each record also goes to the run's trackers, as it is stored. With ``primary`` False
+    (a multi-host run's other hosts) the records are kept but go nowhere."""
 
-    def __init__(self, path: str, log_every: int, trackers: Trackers | None = None):
+    def __init__(self, path: str, log_every: int, trackers: Trackers | None = None,
+                 primary: bool = True):
         self.path = path
+        self.primary = primary
         self.trackers = trackers or Trackers([])
         self.records: list[dict[str, Any]] = []
         self.log_every = max(1, log_every)
@@ -72,6 +75,8 @@ class MetricsLog:
 
     def add(self, record: dict[str, Any]) -> None:
         self.records.append(record)
+        if not self.primary:
+            return
         # one structured entry in the log service when $MARIN_LOGGER is set; else nothing
         _metrics_logger.info("metrics", extra=record)
         self.trackers.log(record["step"], {k: v for k, v in record.items() if k != "step"})
@@ -84,6 +89,8 @@ class MetricsLog:
         self.add(record)
 
     def flush(self) -> None:
+        if not self.primary:
+            return
         # whole or not at all: a reader (the dashboard, a fit) never sees a cut-off line
         with atomic_write(self.path, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in self.records)

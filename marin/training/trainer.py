@@ -16,6 +16,12 @@ tokens per mixture component: what the scaling fits read), ``checkpoints/`` (asy
 sharded: see ``marin.training.checkpoint``), whatever the run's ``trackers`` write
 (``marin.trackers``) and, when asked, a JAX profile of a step range.
 
+A step with ``StepResources(hosts=N)`` trains in N processes (``marin.training.distributed``):
+one mesh over every host's devices; each process reads only its slice of every global batch
+and writes only its shards of each checkpoint; the first process alone writes
+``metrics.jsonl``, the trackers and ``summary.json``, and a profile is one folder per host
+(``profile/host-<i>``).
+
 A step's ``step_time`` (and so its tokens/s and MFU) leaves out the time JAX spent tracing
 and compiling during it, recorded as ``compile_time`` on the steps that compiled (the first
 step of a run or of a resumed run).
@@ -59,6 +65,7 @@ from marin.training.config import (
     compilation_cache_folder,
 )
 from marin.training.data import training_data, validation_sets
+from marin.training.distributed import ONE_HOST, Hosts, start_distributed
 from marin.training.evaluation import Validation
 from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
 from marin.training.optimizer import Optimizer
@@ -96,9 +103,10 @@ def train_lm(config: TrainLmConfig) -> RunSummary:
     """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
     install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
     _check_config(config)
+    hosts = start_distributed()  # one process of several in a multi-host step
     use_compilation_cache(compilation_cache_folder(config.compilation_cache))
     data = training_data(config)
-    run = _Run(config)
+    run = _Run(config, hosts)
     summary: RunSummary | None = None
     try:
         state, start = run.restore_or_init()
@@ -108,16 +116,22 @@ def train_lm(config: TrainLmConfig) -> RunSummary:
     finally:
         run.checkpoints.close()  # the last save is committed before the step counts as done
         run.metrics.trackers.close(summary.to_json() if summary is not None else {})
-    write_summary(config.output_path, summary)
+    if hosts.primary:
+        write_summary(config.output_path, summary)
     return summary
 
 
 class _Run:
     """One run: its optimizer, sharding, checkpoints and hooks, and the loop over steps."""
 
-    def __init__(self, config: TrainLmConfig):
+    def __init__(self, config: TrainLmConfig, hosts: Hosts = ONE_HOST):
         self.config = config
+        self.hosts = hosts
         dtype = jnp.dtype(config.compute_dtype)
+        # first, before any work: the micro-steps of gradient accumulation, for the devices
+        # of every host (a batch they cannot split is refused in one line)
+        micro_steps = check_batch_layout(config.batch_size, jax.local_device_count(),
+                                         config.microbatch_size, hosts=hosts.count)
         self.model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
         # hyperparameters that change no shape are inputs of the update, carried by the
         # state: another learning rate or run length reuses the compiled program
@@ -125,17 +139,20 @@ class _Run:
                                  eqx.filter(self.model, eqx.is_inexact_array))
         self.hyper = optimizer.values(config.optimizer, config.train_steps)
         self.tx = optimizer.transformation(self.hyper)
-        # the micro-steps of gradient accumulation, for the devices there are
-        micro_steps = check_batch_layout(config.batch_size, jax.device_count(),
-                                         config.microbatch_size)
         self.update = make_traced_update_fn(optimizer, dtype, micro_steps)
-        self.sharding = _Sharding(config.batch_size)
+        self.sharding = _Sharding(config.batch_size, hosts)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
-                                  config.log_every, open_trackers(config))
+                                  config.log_every,
+                                  open_trackers(config) if hosts.primary else None,
+                                  primary=hosts.primary)
         sets = validation_sets(config)
         self.validation = Validation(sets, make_eval_fn(dtype), config.batch_size,
-                                     config.eval_batches) if sets else None
-        self.profiler = Profiler(join_url(config.output_path, "profile"), config.profile_steps)
+                                     config.eval_batches, self.sharding.place_eval
+                                     ) if sets else None
+        profile = join_url(config.output_path, "profile")
+        if hosts.count > 1:  # each host's profile apart: one machine may hold several
+            profile = join_url(profile, f"host-{hosts.index}")
+        self.profiler = Profiler(profile, config.profile_steps)
         self.flops_per_step = config.model.training_flops_per_token() * config.batch_size \
             * config.model.seq_len
         self.peak = _peak_flops(config.hardware) * jax.device_count()
@@ -169,8 +186,11 @@ class _Run:
     def train(self, state: TrainerState, data: TokenCacheDataset | MixtureDataset, start: int
               ) -> tuple[TrainerState, float]:
         config = self.config
-        batches = iter(DataLoader(data, config.batch_size, seed=config.seed, start_step=start))
-        progress = progress_bar(config.train_steps, start)
+        hosts = self.hosts  # each host reads its own slice of every global batch
+        batches = iter(DataLoader(data, config.batch_size, seed=config.seed, start_step=start,
+                                  host_index=hosts.index, host_count=hosts.count))
+        progress = progress_bar(config.train_steps, start) if hosts.primary else \
+            (lambda step, loss: None)
         last_loss = math.nan
         for step in range(start, config.train_steps):
             with self.profiler.around(step):
@@ -237,23 +257,23 @@ class _Run:
 
 
 class _Sharding:
-    """Data parallelism plus FSDP over the local devices.
+    """Data parallelism plus FSDP over every device of every host.
 
     One mesh axis, ``data``, spans every device: batches are split along their batch axis,
     and every parameter (and its optimizer state) with an ``embed`` axis is split along it
     (the haliax axis mapping ``{"embed": "data"}``), so each device holds 1/n of the model.
-    XLA inserts the all-gathers and reduce-scatters. On one device nothing is placed.
+    XLA inserts the all-gathers and reduce-scatters. On one device nothing is placed. With
+    several hosts each passes only its slice of a batch (``place_batch``): the global array
+    is made of every host's part (``jax.make_array_from_process_local_data``).
     """
 
     PARAMETER_MAPPING = {"embed": "data"}
 
-    def __init__(self, batch_size: int):
+    def __init__(self, batch_size: int, hosts: Hosts = ONE_HOST):
         devices = jax.devices()
         self.count = len(devices)
-        if self.count > 1 and batch_size % self.count:
-            raise TrainingConfigError(
-                f"TrainLmConfig.batch_size={batch_size} must be a multiple of the "
-                f"{self.count} devices for data parallelism")
+        self.hosts = hosts
+        self.batch_size = batch_size
         self.mesh = jax.sharding.Mesh(np.array(devices), ("data",))
         self.batch = jax.sharding.NamedSharding(self.mesh,
                                                 jax.sharding.PartitionSpec("data", None))
@@ -262,12 +282,31 @@ class _Sharding:
         if self.count == 1:
             return state
         with hax.partitioning.set_mesh(self.mesh):
-            return hax.shard(state, self.PARAMETER_MAPPING)
+            state = hax.shard(state, self.PARAMETER_MAPPING)
+        # What the mapping leaves on one device (step counts, the hyperparameters) is
+        # copied to every device: the update's outputs are, and an input placed otherwise
+        # would compile the update a second time at the next step.
+        everywhere = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
+        return jax.tree.map(lambda x: x if not isinstance(x, jax.Array) or isinstance(
+            x.sharding, jax.sharding.NamedSharding) else jax.device_put(x, everywhere), state)
 
     def place_batch(self, batch: np.ndarray) -> jax.Array:
+        """This host's rows of a global batch (all of it on one host), on the devices."""
         if self.count == 1:
             return jnp.asarray(batch)
-        return jax.device_put(batch, self.batch)
+        if self.hosts.count == 1:
+            return jax.device_put(batch, self.batch)
+        return jax.make_array_from_process_local_data(
+            self.batch, batch, (self.batch_size, *batch.shape[1:]))
+
+    def place_eval(self, batch: np.ndarray) -> jax.Array:
+        """A whole evaluation batch, which every host holds: split over the devices when it
+        divides evenly, else a copy on each (the last batch of a small set)."""
+        if self.hosts.count == 1:
+            return jnp.asarray(batch)
+        spec = ("data", None) if len(batch) % self.count == 0 else ()
+        sharding = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(*spec))
+        return jax.make_array_from_callback(batch.shape, sharding, lambda index: batch[index])
 
 
 def _check_config(config: TrainLmConfig) -> None:

@@ -29,18 +29,26 @@ runner started is stopped or will never again take a lease or write a status, ea
 step's status is CANCELLED, and no lease taken by its jobs is left behind. A runner whose
 jobs run in this process gets this from ``ActiveSteps``; one whose jobs run elsewhere stops
 them and calls ``release_step`` for each (the Ray runner does).
+
+A step with ``StepResources(hosts=N)`` is a gang (``marin.execution.gang``): the runner
+starts N processes that run the step's function together, and runs the worker protocol
+once for all of them, in its own process: ``execute_step(as_gang(job, gang), active)``,
+where ``gang.run(fn, config)`` starts the members, each told its place (``GangMember``),
+and raises ``GangError`` (one line naming the host) when one fails.
 """
 
 from __future__ import annotations
 
+from marin.execution.gang import GangError, GangMember, as_gang, free_port
 from marin.execution.runners.base import Runner, unimportable_module
 from marin.execution.runners.local import LocalRunner
 from marin.execution.states import StepState
 from marin.execution.step import StepResources
 from marin.execution.worker import ActiveSteps, StepJob, StepOutcome, execute_step, release_step
 
-__all__ = ["ActiveSteps", "LocalRunner", "Runner", "StepJob", "StepOutcome", "StepResources",
-           "StepState", "execute_step", "make_runner", "release_step", "unimportable_module"]
+__all__ = ["ActiveSteps", "GangError", "GangMember", "LocalRunner", "Runner", "StepJob",
+           "StepOutcome", "StepResources", "StepState", "as_gang", "execute_step", "free_port",
+           "make_runner", "release_step", "unimportable_module"]
 
 
 def make_runner(backend: str, max_concurrent: int, **options: object) -> Runner:

@@ -2,9 +2,13 @@
 
     runner = LocalRunner(max_concurrent=2)
 
+A step with ``StepResources(hosts=N)`` runs as N processes of this machine
+(``marin.execution.gang.LocalGang``), supervised by its step's thread, which runs the worker
+protocol for all of them.
+
 The threads are daemons: after Ctrl-C, ``cancel_running`` marks in-flight steps CANCELLED
-and releases their leases (``ActiveSteps``), and the process exits without waiting for
-step functions that cannot be interrupted.
+and releases their leases (``ActiveSteps``), ends the processes of their gangs, and the
+process exits without waiting for step functions that cannot be interrupted.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import queue
 import threading
 from concurrent.futures import Future
 
+from marin.execution.gang import LocalGang, as_gang
 from marin.execution.step import StepResources
 from marin.execution.worker import ActiveSteps, StepJob, StepOutcome, execute_step
 
@@ -29,9 +34,15 @@ class LocalRunner:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._active = ActiveSteps()
+        self._gangs: dict[str, LocalGang] = {}
 
     def submit(self, job: StepJob, resources: StepResources) -> Future[StepOutcome]:
         future: Future[StepOutcome] = Future()
+        if resources.hosts > 1:
+            gang = LocalGang(resources.hosts)
+            with self._lock:
+                self._gangs[job.key] = gang
+            job = as_gang(job, gang)
         self._queue.put((job, future))
         with self._lock:
             if len(self._threads) < self.max_concurrent:
@@ -43,7 +54,8 @@ class LocalRunner:
 
     def cancel_running(self, reason: str) -> list[str]:
         """Queued jobs never start; running ones are marked CANCELLED, their leases
-        released, and their workers can take no lease and write no status again."""
+        released, their gangs' processes ended, and their workers can take no lease and
+        write no status again."""
         stops = 0
         while True:  # drain the queue, so no queued job starts after this
             try:
@@ -56,7 +68,12 @@ class LocalRunner:
                 item[1].cancel()
         for _ in range(stops):  # a shutdown's stop signals stay
             self._queue.put(None)
-        return self._active.cancel_all(reason)
+        cancelled = self._active.cancel_all(reason)
+        with self._lock:
+            gangs = list(self._gangs.values())
+        for gang in gangs:  # after cancel_all: a stopped gang's failure is never recorded
+            gang.stop(reason)
+        return cancelled
 
     def shutdown(self) -> None:
         for _ in self._threads:
@@ -68,9 +85,13 @@ class LocalRunner:
             if item is None:
                 return
             job, future = item
-            if not future.set_running_or_notify_cancel():
-                continue
             try:
-                future.set_result(execute_step(job, self._active))
-            except BaseException as e:  # storage errors etc.: surface through the future
-                future.set_exception(e)
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    future.set_result(execute_step(job, self._active))
+                except BaseException as e:  # storage errors etc.: surface through the future
+                    future.set_exception(e)
+            finally:
+                with self._lock:
+                    self._gangs.pop(job.key, None)

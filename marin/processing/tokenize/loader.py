@@ -219,18 +219,29 @@ def _largest_remainders(shares: np.ndarray, total: int) -> np.ndarray:
 
 class DataLoader:
     """Batches of sequences for each step, deterministic in ``seed`` and the step number,
-    from a ``TokenCacheDataset`` or a ``MixtureDataset``."""
+    from a ``TokenCacheDataset`` or a ``MixtureDataset``.
+
+    With ``host_count`` above 1 each batch is this host's slice of the global batch of
+    ``batch_size`` sequences: the ``host_index``-th of ``host_count`` equal parts, read
+    alone, so the hosts of a multi-host run together read each global batch once."""
 
     def __init__(self, dataset: TokenCacheDataset | MixtureDataset, batch_size: int,
-                 seed: int = 0, start_step: int = 0, prefetch: int = 2):
+                 seed: int = 0, start_step: int = 0, prefetch: int = 2,
+                 host_index: int = 0, host_count: int = 1):
+        if batch_size % host_count or not 0 <= host_index < host_count:
+            raise ValueError(f"a batch of {batch_size} sequences cannot be cut into "
+                             f"{host_count} equal slices (host {host_index})")
         self.dataset = dataset
         self.batch_size = batch_size
         self.seed = seed
         self.start_step = start_step
         self.prefetch = prefetch
+        self.host_index, self.host_count = host_index, host_count
 
     def positions(self, step: int) -> np.ndarray:
-        return step * self.batch_size + np.arange(self.batch_size)
+        """The stream positions of this host's sequences of step ``step``."""
+        rows = self.batch_size // self.host_count
+        return step * self.batch_size + self.host_index * rows + np.arange(rows)
 
     def indices(self, step: int) -> np.ndarray:
         """The sequences of step ``step`` (of a single cache)."""

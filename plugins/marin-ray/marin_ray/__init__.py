@@ -12,6 +12,11 @@ run each step once. Without an address, a local Ray instance is started on 127.0
 ``runtime_env`` (a Ray runtime environment: environment variables, working dir, packages)
 applies to every step task.
 
+A step with ``StepResources(hosts=N)`` runs as a gang of N tasks in one placement group, one
+bundle per host (``marin_ray.gang.RayGang``), supervised by a thread of this process, which
+runs the worker protocol for the gang; a gang with more hosts than the cluster has nodes is
+refused in one line when it is submitted.
+
 The plugin uses only marin's runner API (``marin.execution.runners``). It owns cancellation:
 ``cancel_running`` cancels the Ray tasks and releases their steps (CANCELLED, no lease).
 """
@@ -28,13 +33,20 @@ from typing import Any
 import ray
 
 from marin.execution.runners import (
+    ActiveSteps,
+    GangError,
     StepJob,
     StepOutcome,
     StepResources,
+    as_gang,
     execute_step,
     release_step,
     unimportable_module,
 )
+from marin_ray.gang import RayGang
+from marin_ray.resources import ray_options, refuse_gang
+
+__all__ = ["RayConnectionError", "RayGang", "RayRunner", "ray_options"]
 
 
 class RayConnectionError(ConnectionError):
@@ -82,6 +94,8 @@ class RayRunner:
         self._lock = threading.Lock()
         self._queue: deque[tuple[StepJob, StepResources, Future[StepOutcome]]] = deque()
         self._running: dict[Any, tuple[StepJob, Future[StepOutcome]]] = {}
+        self._gangs: dict[str, RayGang] = {}  # step key -> its gang, running
+        self._active = ActiveSteps()  # the gangs' worker protocol runs in this process
         self._started_ray = False
         self._connect()
         self._remote = ray.remote(_run_step)
@@ -108,6 +122,10 @@ class RayRunner:
     def submit(self, job: StepJob, resources: StepResources) -> Future[StepOutcome]:
         _pickle_experiment_by_value(job)
         future: Future[StepOutcome] = Future()
+        refusal = refuse_gang(job.name, resources) if resources.hosts > 1 else None
+        if refusal is not None:
+            future.set_exception(GangError(refusal))
+            return future
         with self._lock:
             self._queue.append((job, resources, future))
         self._dispatch()
@@ -116,6 +134,7 @@ class RayRunner:
     def cancel_running(self, reason: str) -> list[str]:
         with self._lock:
             running = list(self._running.items())
+            gangs = list(self._gangs.values())
             for _, _, future in self._queue:
                 future.cancel()
             self._queue.clear()
@@ -123,7 +142,10 @@ class RayRunner:
             ray.cancel(ref, force=True)
         for _, (job, _) in running:  # a killed task cannot release its own lease
             release_step(job.output_path, job.run_id, reason)
-        return [job.key for _, (job, _) in running]
+        cancelled = self._active.cancel_all(reason)  # the gangs' leases, held here
+        for gang in gangs:
+            gang.stop(reason)
+        return [job.key for _, (job, _) in running] + cancelled
 
     def shutdown(self) -> None:
         if self._started_ray and not self._address:
@@ -132,9 +154,14 @@ class RayRunner:
 
     def _dispatch(self) -> None:
         with self._lock:
-            while self._queue and len(self._running) < self.max_concurrent:
+            while self._queue and len(self._running) + len(self._gangs) < self.max_concurrent:
                 job, resources, future = self._queue.popleft()
                 if not future.set_running_or_notify_cancel():
+                    continue
+                if resources.hosts > 1:
+                    gang = self._gangs[job.key] = RayGang(resources, self._runtime_env)
+                    threading.Thread(target=self._run_gang, args=(job, gang, future),
+                                     daemon=True, name=f"marin-gang-{job.name}").start()
                     continue
                 options = ray_options(resources)
                 if self._runtime_env:
@@ -142,6 +169,19 @@ class RayRunner:
                 ref = self._remote.options(**options).remote(job)
                 self._running[ref] = (job, future)
                 ref.future().add_done_callback(lambda f, ref=ref: self._finished(ref, f))
+
+    def _run_gang(self, job: StepJob, gang: RayGang, future: Future[StepOutcome]) -> None:
+        try:
+            outcome = execute_step(as_gang(job, gang), self._active)
+        except BaseException as e:  # storage errors etc.: surface through the future
+            outcome, error = None, e
+        with self._lock:
+            self._gangs.pop(job.key, None)
+        if outcome is None:
+            future.set_exception(error)
+        else:
+            future.set_result(outcome)
+        self._dispatch()
 
     def _finished(self, ref: Any, done: Future) -> None:
         with self._lock:
@@ -153,16 +193,6 @@ class RayRunner:
             else:
                 future.set_result(done.result())
         self._dispatch()
-
-
-def ray_options(resources: StepResources) -> dict[str, Any]:
-    options: dict[str, Any] = {"num_cpus": resources.cpus, "num_gpus": resources.gpus,
-                               "max_retries": 0}
-    if resources.memory_gb:
-        options["memory"] = int(resources.memory_gb * 2**30)
-    if resources.tpu:
-        options["resources"] = {f"TPU-{resources.tpu}": 1}
-    return options
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

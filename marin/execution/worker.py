@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.errors import one_line
+from marin.execution.exit_guard import exit_guard
 from marin.execution.lease import Lease, LeaseRecord
 from marin.execution.processes import StepChildren, leave_if_forked
 from marin.execution.shared import published_by, shared_names
@@ -194,7 +195,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
                 storage.delete_tree(join_path(job.output_path, name))
         children = StepChildren.start()
         try:
-            with _exit_guard():
+            with exit_guard():
                 job.fn(job.config)
         except BaseException as e:  # the step's own failure, whatever its type
             leave_if_forked(item.owner, _exit_code(e))
@@ -303,37 +304,6 @@ def _adopt_latest_attempt(storage: Storage, job: StepJob) -> None:
     chosen = publisher if publisher in earlier else (earlier[-1] if earlier else None)
     if chosen is not None:
         storage.copy_tree(f"{folder}/{chosen}", attempt_path(job.output_path, job.run_id))
-
-
-class StepExitError(BaseException):
-    """A step called ``os._exit``; raised in its place so the run records the step."""
-
-
-_IN_STEP = threading.local()
-_GUARD: dict[str, object] = {}
-
-
-def _guarded_exit(code: int) -> None:
-    if os.getpid() == _GUARD["pid"] and getattr(_IN_STEP, "active", False):
-        raise StepExitError(f"the step called os._exit({code}); a step must return or raise. "
-                            "The executor stays alive so that the step is recorded as failed")
-    _GUARD["exit"](code)  # type: ignore[operator]
-
-
-class _exit_guard:
-    """While a step runs in this thread, ``os._exit`` raises instead of ending the process
-    (which would end the executor with status 0 and the step RUNNING). Forked children and
-    other threads keep the real ``os._exit``."""
-
-    def __enter__(self) -> None:
-        if os._exit is not _guarded_exit:
-            _GUARD.update(pid=os.getpid(), exit=os._exit)
-            os._exit = _guarded_exit
-        _GUARD["pid"] = os.getpid()
-        _IN_STEP.active = True
-
-    def __exit__(self, *exc: object) -> None:
-        _IN_STEP.active = False
 
 
 def _acquire_or_finish(item: _Active, active: ActiveSteps) -> StepOutcome | None:

@@ -181,11 +181,15 @@ def run_prediction(config: PredictionConfig) -> Prediction:
                                   [config.budget], optimum.params)
     loss, fit_interval, loss_from = predicted_loss(fit, config.budget, candidate.params,
                                                    candidate.tokens)
-    interval, noise = prediction_interval(fit, loss, fit_interval)
+    interval, parts = prediction_interval(fits, config.label, loss, fit_interval,
+                                          config.budget, loss_from)
+    noise = parts.noise
     out = replace(out, size_from=source, predicted_loss=loss, predicted_loss_interval=interval,
                   fit_interval=fit_interval, loss_from=loss_from,
                   noise_source=noise.source if noise else None,
-                  noise_std=noise.std if noise else None,
+                  noise_std=noise.std if noise else None, noise_dof=noise.dof if noise else None,
+                  model_error_std=parts.model_std, model_error_dof=parts.model_dof,
+                  interval_terms=parts.terms,
                   candidate=PredictedCandidate(
                       candidate.model_config.hidden_dim, candidate.model_config.num_layers,
                       float(candidate.params), float(candidate.tokens), float(candidate.flops),
@@ -214,7 +218,8 @@ def study_result(title: str, fit_path: str, predictions: dict[str, str]) -> Stud
     return StudyResult(title=title, metric=fits.metric, labels=fits.labels, fits=fits.fits,
                        predictions={k: v for k, v in found.items() if v is not None},
                        comparisons=fits.comparisons, comparison_error=fits.comparison_error,
-                       baseline=fits.baseline,
+                       baseline=fits.baseline, model_error=fits.model_error,
+                       why_no_model_error=fits.why_no_model_error,
                        runs=tuple(read_rows(fit_path)))
 
 

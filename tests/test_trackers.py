@@ -143,6 +143,27 @@ def test_a_raising_tracker_changes_no_loss_and_is_reported_once(runs):
     assert losses(runs["tracked"]) == losses(runs["plain"])
 
 
+def test_the_run_records_its_trackers_for_the_dashboard(runs):
+    """``trackers.json``: every tracker, W&B's run id, project, mode and offline folder (the
+    one on disk), and the broken tracker with its one-line failure."""
+    from marin.dashboard.trackers import tracker_views
+    from marin.trackers.config import TrackerRun
+    from marin.trackers.record import read_record
+
+    entries = read_record(json.loads((runs["tracked"] / "trackers.json").read_text()))
+    assert [e.type for e in entries] == ["json", "tensorboard", "wandb", "broken"]
+    wandb = entries[2].details
+    [folder] = (runs["tracked"] / "wandb").glob("offline-run-*")
+    assert wandb["id"] == TrackerRun.of(str(runs["tracked"])).run_id() == "train-tiny-0"
+    assert (wandb["project"], wandb["mode"]) == ("isoflop-tiny", "offline")
+    assert runs["tracked"] / wandb["run_folder"] == folder
+    assert "tracker server unreachable" in entries[3].failed
+    view = tracker_views(json.loads((runs["tracked"] / "trackers.json").read_text()), None,
+                         str(runs["tracked"]))[2]
+    assert view.folder == str(folder) and view.sync == f"wandb sync {folder}"
+    assert view.link is None  # offline, with no entity: W&B's address is not known
+
+
 def test_an_unknown_tracker_is_one_line_naming_the_field(cache: Path, tmp_path: Path):
     with pytest.raises(TrainingConfigError) as error:
         tiny_config(cache, tmp_path / "run", trackers=[TrackerConfig("wandbb")])

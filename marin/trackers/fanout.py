@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from marin import registry
@@ -66,12 +67,15 @@ def check_trackers(trackers: Sequence[TrackerConfig | str] | None,
 class Trackers:
     """The live trackers of one run, fed from a queue by one thread."""
 
-    def __init__(self, trackers: list[tuple[str, Any]]):
+    def __init__(self, trackers: list[tuple[str, Any]],
+                 on_failure: Callable[[str], None] | None = None):
         self._live = trackers
+        self._on_failure = on_failure
         self.failures: list[str] = []
         """One line per tracker that failed, as reported."""
         self._failed: list[tuple[str, str]] = []  # (tracker, line)
         self._run: TrackerRun | None = None
+        self._started_at: float | None = None
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._drain, name="marin-trackers",
                                         daemon=True)
@@ -79,10 +83,11 @@ class Trackers:
             self._thread.start()
 
     @classmethod
-    def open(cls, configs: Sequence[TrackerConfig | str] | None, run: TrackerRun
-             ) -> Trackers:
-        """Start each tracker on the background thread (W&B's start takes seconds)."""
-        made = cls([])
+    def open(cls, configs: Sequence[TrackerConfig | str] | None, run: TrackerRun,
+             on_failure: Callable[[str], None] | None = None) -> Trackers:
+        """Start each tracker on the background thread (W&B's start takes seconds);
+        ``on_failure`` is told each failure's line too."""
+        made = cls([], on_failure)
         pending = normalize(configs)
         if not pending:
             return made
@@ -137,6 +142,7 @@ class Trackers:
             except Exception as e:  # a broken plugin or an unreachable service
                 self._fail(name, None, "start", e)
         self._live = started
+        self._started_at = time.time()
         self._record(started)
 
     def _record(self, trackers: list[tuple[str, Any]]) -> None:
@@ -155,7 +161,7 @@ class Trackers:
             entries.append(TrackerEntry(name, details, failed.pop(name, None)))
         entries += [TrackerEntry(name, {}, line) for name, line in failed.items()]
         try:
-            write_record(self._run.output_path, entries)
+            write_record(self._run.output_path, entries, self._started_at)
         except Exception as e:  # a full disk, a storage error: the run goes on
             logger.warning("trackers: cannot write their record in %s (%s: %s)",
                            self._run.output_path, type(e).__name__, e)
@@ -167,3 +173,5 @@ class Trackers:
         self.failures.append(line)
         self._failed.append((name, line))
         logger.warning("%s", line)
+        if self._on_failure is not None:
+            self._on_failure(line)

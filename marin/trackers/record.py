@@ -1,7 +1,9 @@
 """Which trackers a run reported to, and where: ``trackers.json`` in the run's output.
 
-    write_record(run.output_path, [TrackerEntry("wandb", {"project": "iso", "id": "a-b"})])
+    write_record(run.output_path, [TrackerEntry("wandb", {"project": "iso", "id": "a-b"})],
+                 started_at=time.time())
     entries = read_record(json.loads(text))    # [TrackerEntry(type, details, failed)]
+    started_at(json.loads(text))               # when the trackers were all started
 
 ``marin.trackers.fanout`` writes it once the trackers have started and again when they have
 finished, from what each tracker's optional ``describe()`` returns (W&B: project, entity,
@@ -18,7 +20,7 @@ from typing import Any
 
 from marin.storage.files import atomic_write, join_url
 
-__all__ = ["FILE", "TrackerEntry", "read_record", "write_record"]
+__all__ = ["FILE", "TrackerEntry", "read_record", "started_at", "write_record"]
 
 FILE = "trackers.json"
 FORMAT = "marin.trackers"
@@ -35,13 +37,20 @@ class TrackerEntry:
     failed: str | None = None
 
 
-def write_record(output_path: str, entries: Sequence[TrackerEntry]) -> None:
-    data = {"format": FORMAT, "version": VERSION,
+def write_record(output_path: str, entries: Sequence[TrackerEntry],
+                 started_at: float | None = None) -> None:
+    data = {"format": FORMAT, "version": VERSION, "started_at": started_at,
             "trackers": [{"type": e.type, "details": e.details, "failed": e.failed}
                          for e in entries]}
     text = json.dumps(data, indent=1, default=str)
     with atomic_write(join_url(output_path, FILE), "w") as f:
         f.write(text)
+
+
+def started_at(data: Any) -> float | None:
+    """The time (``time.time()``) the trackers had all started, if recorded."""
+    value = data.get("started_at") if isinstance(data, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def read_record(data: Any) -> list[TrackerEntry]:

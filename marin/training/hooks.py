@@ -29,6 +29,7 @@ from marin.services.log_service.handler import METRICS_LOGGER
 from marin.storage.files import atomic_write, open_url
 from marin.trackers.config import TrackerRun
 from marin.trackers.fanout import Trackers
+from marin.trackers.process import TrackerProcess, start_trackers
 from marin.training import metric_names as names
 
 logger = logging.getLogger("marin.training")
@@ -55,7 +56,8 @@ class MetricsLog:
     """metrics.jsonl: kept in memory and rewritten whole at checkpoints and at the end;
     each record also goes to the run's trackers, as it is stored."""
 
-    def __init__(self, path: str, log_every: int, trackers: Trackers | None = None):
+    def __init__(self, path: str, log_every: int,
+                 trackers: Trackers | TrackerProcess | None = None):
         self.path = path
         self.trackers = trackers or Trackers([])
         self.records: list[dict[str, Any]] = []
@@ -134,12 +136,13 @@ def progress_bar(total: int, start: int) -> Callable[[int | None, float | None],
     return update
 
 
-def open_trackers(config: Any) -> Trackers:
-    """The trackers of a ``TrainLmConfig``, told the run's configuration and hardware."""
+def open_trackers(config: Any) -> Trackers | TrackerProcess:
+    """The trackers of a ``TrainLmConfig``, told the run's configuration and hardware, in
+    a process of their own (``marin.trackers.process``)."""
     if not config.trackers:
         return Trackers([])
     hardware = {"preset": config.hardware, "devices": jax.device_count(),
                 "device_kind": jax.devices()[0].device_kind, "platform": jax.default_backend()}
     settings = json.loads(json.dumps(asdict(config), default=str))
     run = TrackerRun.of(config.output_path, settings, hardware)
-    return Trackers.open(config.trackers, run)
+    return start_trackers(config.trackers, run)

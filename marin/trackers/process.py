@@ -71,9 +71,13 @@ class TrackerProcess:
     def __init__(self, configs: list[TrackerConfig], run: TrackerRun):
         self.failures: list[str] = []
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
+        # the parent's path, so that marin and the plugins import there as they do here
+        # (a script that put a checkout on sys.path has no marin installed)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in sys.path if isinstance(p, str) and p)}
         self._child = subprocess.Popen(
             [sys.executable, "-m", "marin.trackers.process"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=None, close_fds=True)
+            stdout=subprocess.PIPE, stderr=None, close_fds=True, env=env)
         self._broken = False
         # sent by the feeding thread: a large config never waits for the child on this one
         self._queue.put(("start", {"configs": configs, "run": run, "sys_path": list(sys.path)}))

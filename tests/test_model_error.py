@@ -5,7 +5,6 @@ power law cannot follow."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -18,16 +17,11 @@ from marin.scaling_laws.calibration import (
     noise_from_residuals,
 )
 from marin.scaling_laws.isoflop_analysis import RunRecord
-from marin.scaling_laws.model_error import (
-    Extrapolation,
-    ModelError,
-    curvature_factor,
-    model_error_from,
-)
+from marin.scaling_laws.model_error import Extrapolation, curvature_factor, model_error_from
+from tests.test_comparison import isoflop_runs
 
 BUDGETS = (2.5e10, 5e10, 1e11)  # the main job's ladder, and its held-out budget
 HELD_OUT = 2e11
-CURVATURE = 0.04  # of each budget's parabola, per (ln tokens)^2
 SIGMA = 0.005
 PIVOT = 5e10
 
@@ -44,17 +38,9 @@ def irreducible_law(floor: float):
     return lambda c: floor + (3.0 - floor) * (c / PIVOT) ** -0.25
 
 
-def sweep(law, rng: np.random.Generator | None, per_budget: int = 7) -> list[RunRecord]:
+def sweep(law, rng: np.random.Generator | None) -> list[RunRecord]:
     """Each budget's runs on a parabola in ln tokens whose minimum is ``law(budget)``."""
-    out = []
-    for budget in BUDGETS:
-        centre = 0.5 * math.log(budget / 6)
-        for offset in np.linspace(-1.5, 1.5, per_budget):
-            tokens = math.exp(centre + offset)
-            noise = rng.normal(0, SIGMA) if rng is not None else 0.0
-            out.append(RunRecord(budget / (6 * tokens), tokens, budget,
-                                 law(budget) + CURVATURE * offset**2 + noise, budget))
-    return out
+    return isoflop_runs(1.0, rng, SIGMA, budgets=BUDGETS, law=law)
 
 
 def held_out_prediction(records: list[RunRecord], noise: NoiseEstimate
@@ -210,37 +196,6 @@ def test_approach3_backtests_read_a_bend_as_a_line_would():
     d = HELD_OUT / (6 * n)
     missed = math.log(float(fit.approach3.parametric().loss(n, d)) / loss(n, d))
     assert 0.8 < missed / (kappa * curvature_factor(BUDGETS, HELD_OUT)) < 1.2
-
-
-@pytest.mark.parametrize("call, words", [
-    (lambda: curvature_factor([1e10], 1e11), ["fitted_budgets=", "2 or more distinct"]),
-    (lambda: curvature_factor([1e10, 2e10], 0.0), ["budget=0.0"]),
-    (lambda: model_error_from([]), ["extrapolations", "3 or more budgets"]),
-    (lambda: model_error_from([Extrapolation("a", 1e11, (1e10, 3e10), "approach2", 5, 3.0,
-                                             math.nan, math.nan, 0.01, -1.2)]),
-     ["extrapolations", "non-finite"]),
-    (lambda: calibrated_interval(2.0, None, NoiseEstimate(0.01, "replicates", 3),
-                                 model_std=-0.1, model_dof=3), ["model_std=-0.1", "dof >= 1"]),
-    (lambda: calibrated_interval(2.0, None, NoiseEstimate(0.01, "replicates", 3),
-                                 model_std=0.1), ["model_dof=None"]),
-])
-def test_bad_input_gets_one_line_naming_the_argument(call, words):
-    with pytest.raises(ValueError) as info:
-        call()
-    assert "\n" not in str(info.value)
-    for word in words:
-        assert word in str(info.value)
-
-
-def test_results_round_trip_through_json():
-    found = approach2_extrapolations(sweep(bent_law(0.02), np.random.default_rng(0)), "plays",
-                                     NoiseEstimate(SIGMA, "residuals", 12))
-    error = model_error_from(found)
-    for original, cls in ((found[0], Extrapolation), (error, ModelError)):
-        data = json.loads(json.dumps(original.to_json(), allow_nan=False))
-        assert cls.from_json(data) == original
-        with pytest.raises(ValueError, match="format_version None"):
-            cls.from_json({k: v for k, v in data.items() if k != "format_version"})
 
 
 def test_the_fit_pools_every_labels_backtests_into_its_prediction_intervals():

@@ -33,8 +33,7 @@ from marin.dashboard.outputs import (
 )
 from marin.dashboard.reader import DashboardError, PrefixReader, StepView, step_key_of
 from marin.dashboard.records import InvocationRecord, InvocationStep, info_view, valid_time
-from marin.dashboard.trackers import tracker_views
-from marin.trackers.record import FILE as TRACKERS
+from marin.dashboard.trackers import runs_trackers, step_trackers
 
 STATES = ("FAILED", "STOPPED", "CORRUPT", "RUNNING", "CANCELLED", "PENDING", "SUCCESS")
 GRAPH_LIMIT = 300
@@ -178,8 +177,7 @@ def step_page(reader: PrefixReader, key: str) -> dict[str, Any]:
         "lease": lease, "lease_live": lease is not None and not lease.is_stale(),
         "history": reader.history(key), "files": files, "logs": logs,
         "is_run": "metrics.jsonl" in files,
-        "trackers": tracker_views(read_json_file(reader, key, TRACKERS) if TRACKERS in files
-                                  else None, (info or {}).get("config"), state.output_path),
+        "trackers": step_trackers(reader, key, files, info, state.output_path),
         "is_study": "report.md" in files or "fit.json" in files,
         "dependencies": state.dependencies,
         "text_files": {f for f in files if is_text(f) or f.endswith((".html", *IMAGE_TYPES))},
@@ -241,10 +239,8 @@ def runs_page(reader: PrefixReader, exp: str | None, selected: list[str]) -> dic
         [s for s in runs if s.key not in chosen][:max(0, ROW_LIMIT - len(chosen))]
     listed.sort(key=runs.index)
     summaries = read_json_files(reader, [s.key for s in listed], "summary.json")
-    records = read_json_files(reader, [s.key for s in listed], TRACKERS)
     infos = {k: info_config(reader, k) for k in chosen}
-    trackers = {s.key: tracker_views(records.get(s.key), infos.get(s.key), s.output_path)
-                for s in listed}
+    trackers = runs_trackers(reader, listed, infos)
     metrics = metrics_json(reader, chosen, {s.key: s for s in runs})
     groups: dict[str, list[StepView]] = {}
     for s in listed:

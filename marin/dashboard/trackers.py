@@ -2,6 +2,7 @@
 the run wrote one, from its config. For W&B: the run's page when its entity and project are
 known, and for an offline run its folder and the ``wandb sync`` command that uploads it.
 
+    views = step_trackers(reader, key, files, info, output_path)   # a step's page
     views = tracker_views(record, config, "/p/train/tiny-1a2b3c4d")
     views[0].type, views[0].link      # "wandb", "https://wandb.ai/team/iso/runs/train-tiny-1a2b3c4d"
     views[0].folder, views[0].sync    # the offline run's folder, "wandb sync '/p/...'"
@@ -17,15 +18,17 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from marin.dashboard.outputs import read_json_file, read_json_files
 from marin.trackers.config import TrackerRun
-from marin.trackers.record import TrackerEntry, read_record
+from marin.trackers.record import FILE, TrackerEntry, read_record
 
-__all__ = ["WANDB", "TrackerView", "tracker_views", "wandb_url"]
+__all__ = ["WANDB", "TrackerView", "runs_trackers", "step_trackers", "tracker_views",
+           "wandb_url"]
 
 WANDB = "https://wandb.ai"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -53,6 +56,22 @@ def wandb_url(entity: Any, project: Any, run_id: Any) -> str | None:
             and _RUN_ID.fullmatch(run_id)):
         return None
     return f"{WANDB}/{quote(entity, safe='')}/{quote(project, safe='')}/runs/{run_id}"
+
+
+def step_trackers(reader: Any, key: str, files: Sequence[str], info: Mapping[str, Any] | None,
+                  output_path: str) -> list[TrackerView]:
+    """A step's trackers, from its ``trackers.json`` (when its output has one) or its
+    info's config."""
+    record = read_json_file(reader, key, FILE) if FILE in files else None
+    return tracker_views(record, (info or {}).get("config"), output_path)
+
+
+def runs_trackers(reader: Any, runs: Sequence[Any], configs: Mapping[str, Any]
+                  ) -> dict[str, list[TrackerView]]:
+    """Each listed run's trackers (``StepView``s), their records read together."""
+    records = read_json_files(reader, [s.key for s in runs], FILE)
+    return {s.key: tracker_views(records.get(s.key), configs.get(s.key), s.output_path)
+            for s in runs}
 
 
 def tracker_views(record: Mapping[str, Any] | None, config: Mapping[str, Any] | None,

@@ -255,7 +255,9 @@ def scaling_fit(results: str | list[str], target: float | None, out_dir: str | N
 
         os.makedirs(out_dir, exist_ok=True)
         study = StudyResult(title="", metric=fits.metric, labels=fits.labels, fits=fits.fits,
-                            comparisons=fits.comparisons, runs=tuple(rows))
+                            comparisons=fits.comparisons, runs=tuple(rows),
+                            model_error=fits.model_error,
+                            why_no_model_error=fits.why_no_model_error)
         stems = draw_plots(study, out_dir, target=target)
         files = [os.path.join(out_dir, f"{stem}.{kind}") for stem in stems
                  for kind in ("png", "html")]

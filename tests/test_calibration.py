@@ -1,4 +1,5 @@
-"""Run-to-run noise and calibrated intervals, on simulated studies with a known noise."""
+"""Run-to-run noise and calibrated intervals, on simulated studies with a known noise; the
+model error's one-line refusals and JSON (its statistics: ``test_model_error.py``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,19 @@ from scipy import stats
 from marin.scaling_laws.calibration import (
     BacktestResult,
     NoiseEstimate,
+    approach2_extrapolations,
     backtest,
     calibrated_interval,
     coverage,
     noise_from_replicates,
     noise_from_residuals,
     why_no_backtest,
+)
+from marin.scaling_laws.model_error import (
+    Extrapolation,
+    ModelError,
+    curvature_factor,
+    model_error_from,
 )
 from tests.test_comparison import BUDGETS, GAMMA, K, isoflop_runs
 
@@ -133,6 +141,16 @@ def test_backtest_is_none_with_a_reason_when_it_cannot_be_made():
      ["point="]),
     (lambda: calibrated_interval(3.0, None, NoiseEstimate(0.01, "replicates", 2), level=1.5),
      ["level=1.5"]),
+    (lambda: calibrated_interval(2.0, None, NoiseEstimate(0.01, "replicates", 3),
+                                 model_std=-0.1, model_dof=3), ["model_std=-0.1", "dof >= 1"]),
+    (lambda: calibrated_interval(2.0, None, NoiseEstimate(0.01, "replicates", 3),
+                                 model_std=0.1), ["model_dof=None"]),
+    (lambda: curvature_factor([1e10], 1e11), ["fitted_budgets=", "2 or more distinct"]),
+    (lambda: curvature_factor([1e10, 2e10], 0.0), ["budget=0.0"]),
+    (lambda: model_error_from([]), ["extrapolations", "3 or more budgets"]),
+    (lambda: model_error_from([Extrapolation("a", 1e11, (1e10, 3e10), "approach2", 5, 3.0,
+                                             math.nan, math.nan, 0.01, -1.2)]),
+     ["extrapolations", "non-finite"]),
 ])
 def test_bad_input_gets_one_line_naming_the_argument(call, words):
     with pytest.raises(ValueError) as info:
@@ -146,7 +164,10 @@ def test_results_round_trip_through_json():
     noise = noise_from_replicates([[3.0, 3.01], [2.5, 2.52, 2.49]])
     runs = isoflop_runs(1.0, np.random.default_rng(0))
     result = backtest(runs, "plays", noise)
-    for original, cls in ((noise, NoiseEstimate), (result, BacktestResult)):
+    extrapolation = approach2_extrapolations(runs, "plays", noise)[0]
+    error = model_error_from([extrapolation])
+    for original, cls in ((noise, NoiseEstimate), (result, BacktestResult),
+                          (extrapolation, Extrapolation), (error, ModelError)):
         data = json.loads(json.dumps(original.to_json(), allow_nan=False))
         assert data["format_version"] == 1
         assert cls.from_json(data) == original

@@ -1,6 +1,7 @@
 """The dashboard in a real browser (headless Chromium through Playwright) over a prefix where
 a real experiment ran during the test: a BPE tokenizer, a token cache, a short training run
-with a profile, a study report, a failing step and the step it blocks.
+with a profile and two trackers (JSON and an offline W&B run), a study report, a failing
+step and the step it blocks.
 
 Screenshots are saved under the test's temporary folder (printed at the end)."""
 
@@ -25,6 +26,7 @@ from marin.processing.tokenize import (
     tokenize,
     train_tokenizer,
 )
+from marin.trackers import TrackerConfig
 from marin.training import TrainLmConfig, train_lm
 from marin.training.hyperparameters import OptimizerHyperparameters
 from tests.dashboard_support import browser, invocation_records, running_dashboard, status_of
@@ -34,6 +36,12 @@ pytestmark = pytest.mark.slow
 
 VOCAB = 384
 TRAIN_STEPS = 24
+WANDB_ENTITY, WANDB_PROJECT = "marin-team", "dashboard"
+# what a hostile writer of the prefix could put in a run's trackers.json
+HOSTILE_TRACKERS = {"format": "marin.trackers", "version": 1, "trackers": [
+    {"type": "<img src=x onerror=\"window.pwned=1\">", "details": {}, "failed": None},
+    {"type": "wandb", "failed": None, "details": {
+        "mode": "online", "entity": "javascript:alert(1)//", "project": "p", "id": "x"}}]}
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ def write_report(config: ReportConfig) -> None:
     summary = json.loads((Path(config.run_path) / "summary.json").read_text())
     log.info("read the run's summary: eval loss %.4f", summary["eval_loss"])
     (out / "fit.json").write_text(json.dumps({"runs": 1, "eval_loss": summary["eval_loss"]}))
+    (out / "trackers.json").write_text(json.dumps(HOSTILE_TRACKERS))
     (out / "report.md").write_text(
         "# Tiny study\n\n| params | tokens | eval loss |\n| --- | --- | --- |\n"
         f"| {summary['params']} | {summary['tokens']} | {summary['eval_loss']:.4f} |\n\n"
@@ -100,7 +109,9 @@ def experiment_steps(corpus: Path) -> dict[str, ExecutorStep]:
     train = ExecutorStep("train/tiny", train_lm, TrainLmConfig(
         cache_path=output_path_of(cache), model=model, batch_size=4, train_steps=TRAIN_STEPS,
         optimizer=optimizer, tokenizer=output_path_of(tokenizer), eval_every=8,
-        checkpoint_every=12, eval_batches=2, profile_steps=(2, 3)))
+        checkpoint_every=12, eval_batches=2, profile_steps=(2, 3),
+        trackers=[TrackerConfig("json"), TrackerConfig("wandb", project=WANDB_PROJECT,
+                                                       entity=WANDB_ENTITY, mode="offline")]))
     report = ExecutorStep("study/tiny", write_report, ReportConfig(run_path=output_path_of(train)))
     failing = ExecutorStep("broken/boom", boom, BoomConfig(top_k=0))
     blocked = ExecutorStep("broken/after", after_boom,
@@ -121,8 +132,11 @@ def experiment(tmp_path_factory) -> dict:
     shutil.copy(texts[3], corpus / "validation" / f"{texts[3].stem}.txt")
     prefix = root / "prefix"
     steps = experiment_steps(corpus)
-    result = Executor(str(prefix), max_concurrent=2).run(list(steps.values()),
-                                                         experiment=__name__)
+    with pytest.MonkeyPatch.context() as patch:  # W&B's settings stay in the test's folder
+        patch.setenv("WANDB_CONFIG_DIR", str(root / "wandb-config"))
+        patch.delenv("WANDB_API_KEY", raising=False)
+        result = Executor(str(prefix), max_concurrent=2).run(list(steps.values()),
+                                                             experiment=__name__)
     assert not result.ok  # broken/boom fails on purpose
     keys = {name: next(s.key for s in result.steps if s.name == step.name)
             for name, step in steps.items()}
@@ -232,6 +246,36 @@ def test_cache_study_and_trace_pages(experiment, page):
         assert sections.first.locator("table").count() >= 1
     else:
         assert page.locator("#profiling-missing").is_visible()
+
+
+def test_a_runs_trackers_link_its_wandb_run_and_show_the_sync_command(experiment, page):
+    key = experiment["keys"]["train"]
+    [folder] = (experiment["prefix"] / key / "wandb").glob("offline-run-*")  # W&B's own
+    assert list(folder.glob("run-*.wandb"))
+    run_id = key.replace("/", "-")  # one W&B run per step key
+    link = f"https://wandb.ai/{WANDB_ENTITY}/{WANDB_PROJECT}/runs/{run_id}"
+    page.goto(f"{experiment['url']}/steps/{key}")
+    trackers = page.locator("#trackers li")
+    assert trackers.evaluate_all("items => items.map(i => i.dataset.tracker)") == [
+        "json", "wandb"]
+    wandb = page.locator("#trackers li[data-tracker=wandb]")
+    assert wandb.locator("a.wandb-link").get_attribute("href") == link
+    assert wandb.locator("pre.sync-command").inner_text() == f"wandb sync {folder}"
+    assert page.locator("#trackers li[data-tracker=json] code").inner_text() == str(
+        experiment["prefix"] / key / "tracker.jsonl")
+    page.screenshot(path=str(experiment["shots"] / "trackers.png"), full_page=True)
+    page.goto(f"{experiment['url']}/runs")
+    assert page.locator(f"tr[data-run='{key}'] td.trackers a.wandb-link").get_attribute(
+        "href") == link
+
+
+def test_a_hostile_trackers_record_is_shown_as_text(experiment, page):
+    page.goto(f"{experiment['url']}/steps/{experiment['keys']['report']}")
+    page.wait_for_selector("#trackers")
+    assert page.locator("#trackers img").count() == 0
+    assert page.evaluate("window.pwned") is None
+    assert HOSTILE_TRACKERS["trackers"][0]["type"] in page.inner_text("#trackers")
+    assert page.locator("#trackers a").count() == 0  # no link from a name W&B refuses
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,10 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     fit_low, fit_high = prediction.fit_interval
     assert low < fit_low and fit_high < high  # the run-to-run noise widens the fit's spread
     assert prediction.within_interval == (low <= prediction.achieved_loss <= high)
+    # two budgets leave no backtest (one left out leaves a single budget): no model error
+    assert fit.extrapolations == () and "2 budget(s)" in fit.why_no_extrapolation
+    assert study.model_error is None and prediction.interval_terms == ("fit", "noise")
+    assert "no model error (no backtest could be made" in summary.getvalue()
     assert f"error {prediction.error_percent:+.2f}%" in report
     assert "estimated from seed replicates of the same candidates" in report
     for name in rows:

@@ -103,7 +103,7 @@ def test_files_of_the_previous_format_read_as_the_default_label(tmp_path):
     ({"runs": 3, "budgets": [], "params_fit": {}, "parametric": {}},
      "was written by `marin scaling fit` before fit files had a format; rerun"),
     ({"format": "marin.study.fits", "version": 9, "metric": "loss"},
-     "is of format 'marin.study.fits' version 9; a StudyFits is 'marin.study.fits' version 2"),
+     "is of format 'marin.study.fits' version 9; a StudyFits is 'marin.study.fits' version 3"),
     ({"format": "marin.study.prediction", "version": 2}, "a StudyFits is"),
     ({"hello": 1}, "is not a study's fit.json of any known format"),
 ])
@@ -141,3 +141,32 @@ def test_artifacts_round_trip_through_strict_json():
     assert Prediction.from_json(prediction.to_json()) == prediction
     with pytest.raises(ArtifactError, match="expected a number, got 'x'"):
         Prediction.from_json({**prediction.to_json(), "budget": "x"}, where="p.json")
+
+
+def test_files_of_the_version_before_the_model_error_still_read(tmp_path):
+    """``fit.json`` and ``prediction.json`` of version 2 (before the backtests of the
+    prediction's law, the pooled model error and the interval's terms) read with none."""
+    from marin.scaling_laws.model_error import ModelError
+    from marin.scaling_laws.study.artifacts import StudyFit
+
+    fit = StudyFit(label="plays", metric="macro_bpb", runs=3, used=3)
+    fits = StudyFits(metric="macro_bpb", labels=("plays",), fits={"plays": fit},
+                     model_error=ModelError(0.01, 3, ("plays", "docs", "mix"), 6, 0.012))
+    new = ("extrapolations", "why_no_extrapolation", "model_error", "why_no_model_error")
+    data = fits.to_json()
+    old = {k: v for k, v in data.items() if k not in new} | {"version": 2}
+    old["fits"] = {"plays": {k: v for k, v in data["fits"]["plays"].items() if k not in new}
+                   | {"version": 2}}
+    back = read_fits(str(_write(tmp_path / "fit", "fit.json", old)))
+    assert back.model_error is None and back.fits["plays"].extrapolations == ()
+    assert back.fits["plays"] == fit
+    assert StudyFits.from_json(json.loads(json.dumps(data))) == fits
+    prediction = Prediction(label="plays", budget=1e9, run_name="p", group="g", status="ok",
+                            noise_dof=8, model_error_std=0.02, model_error_dof=3,
+                            interval_terms=("fit", "noise", "model error"))
+    data = prediction.to_json()
+    old = {k: v for k, v in data.items() if k not in (
+        "noise_dof", "model_error_std", "model_error_dof", "interval_terms")} | {"version": 2}
+    back = read_prediction(str(_write(tmp_path / "prediction", "prediction.json", old)))
+    assert back.model_error_std is None and back.interval_terms == ()
+    assert Prediction.from_json(data) == prediction

@@ -20,13 +20,15 @@ from tests.helpers.wandb_records import wandb_history
 
 pytestmark = pytest.mark.slow
 
+# Trackers run in a process of their own: the broken one counts its calls in a file.
 BROKEN = """
+import os
 class Broken:
-    calls = 0
     def __init__(self, config, run):
         pass
     def log(self, step, metrics):
-        Broken.calls += 1
+        with open(os.environ["BROKEN_TRACKER_CALLS"], "a") as f:
+            f.write("log\\n")
         raise RuntimeError("tracker server unreachable")
     def summary(self, values):
         raise RuntimeError("tracker server unreachable")
@@ -48,6 +50,8 @@ def runs(cache: Path, tmp_path_factory):
         patch.delenv("WANDB_API_KEY", raising=False)
         patch.delenv("WANDB_MODE", raising=False)
         patch.setenv("WANDB_CONFIG_DIR", str(root / "wandb-config"))
+        calls = root / "broken-calls.txt"
+        patch.setenv("BROKEN_TRACKER_CALLS", str(calls))
         registry.refresh()
         plain = tiny_config(cache, root / "plain" / "train" / "tiny-0", train_steps=12,
                             eval_every=6)
@@ -62,10 +66,9 @@ def runs(cache: Path, tmp_path_factory):
             train_lm(tracked)
         finally:
             logging.getLogger("marin.trackers").removeHandler(handler)
-        import acme_broken_tracker
-
         yield {"plain": Path(plain.output_path), "tracked": Path(tracked.output_path),
-               "warnings": handler.lines, "broken_calls": acme_broken_tracker.Broken.calls}
+               "warnings": handler.lines,
+               "broken_calls": len(calls.read_text().splitlines())}
     registry.refresh()
 
 
@@ -141,6 +144,27 @@ def test_a_raising_tracker_changes_no_loss_and_is_reported_once(runs):
         return [(s, r.get("train/loss"), r.get("eval/loss")) for s, r in _metrics(run).items()]
 
     assert losses(runs["tracked"]) == losses(runs["plain"])
+
+
+def test_the_run_records_its_trackers_for_the_dashboard(runs):
+    """``trackers.json``: every tracker, W&B's run id, project, mode and offline folder (the
+    one on disk), and the broken tracker with its one-line failure."""
+    from marin.dashboard.trackers import tracker_views
+    from marin.trackers.config import TrackerRun
+    from marin.trackers.record import read_record
+
+    entries = read_record(json.loads((runs["tracked"] / "trackers.json").read_text()))
+    assert [e.type for e in entries] == ["json", "tensorboard", "wandb", "broken"]
+    wandb = entries[2].details
+    [folder] = (runs["tracked"] / "wandb").glob("offline-run-*")
+    assert wandb["id"] == TrackerRun.of(str(runs["tracked"])).run_id() == "train-tiny-0"
+    assert (wandb["project"], wandb["mode"]) == ("isoflop-tiny", "offline")
+    assert runs["tracked"] / wandb["run_folder"] == folder
+    assert "tracker server unreachable" in entries[3].failed
+    view = tracker_views(json.loads((runs["tracked"] / "trackers.json").read_text()), None,
+                         str(runs["tracked"]))[2]
+    assert view.folder == str(folder) and view.sync == f"wandb sync {folder}"
+    assert view.link is None  # offline, with no entity: W&B's address is not known
 
 
 def test_an_unknown_tracker_is_one_line_naming_the_field(cache: Path, tmp_path: Path):

@@ -33,6 +33,7 @@ from marin.dashboard.outputs import (
 )
 from marin.dashboard.reader import DashboardError, PrefixReader, StepView, step_key_of
 from marin.dashboard.records import InvocationRecord, InvocationStep, info_view, valid_time
+from marin.dashboard.trackers import runs_trackers, step_trackers
 
 STATES = ("FAILED", "STOPPED", "CORRUPT", "RUNNING", "CANCELLED", "PENDING", "SUCCESS")
 GRAPH_LIMIT = 300
@@ -176,6 +177,7 @@ def step_page(reader: PrefixReader, key: str) -> dict[str, Any]:
         "lease": lease, "lease_live": lease is not None and not lease.is_stale(),
         "history": reader.history(key), "files": files, "logs": logs,
         "is_run": "metrics.jsonl" in files,
+        "trackers": step_trackers(reader, key, files, info, state.output_path),
         "is_study": "report.md" in files or "fit.json" in files,
         "dependencies": state.dependencies, "nonblocking": set(state.nonblocking),
         "text_files": {f for f in files if is_text(f) or f.endswith((".html", *IMAGE_TYPES))},
@@ -238,12 +240,13 @@ def runs_page(reader: PrefixReader, exp: str | None, selected: list[str]) -> dic
     listed.sort(key=runs.index)
     summaries = read_json_files(reader, [s.key for s in listed], "summary.json")
     infos = {k: info_config(reader, k) for k in chosen}
+    trackers = runs_trackers(reader, listed, infos)
     metrics = metrics_json(reader, chosen, {s.key: s for s in runs})
     groups: dict[str, list[StepView]] = {}
     for s in listed:
         groups.setdefault(s.family, []).append(s)
     return {"title": "Training runs", "exp": exp or "", "record": record, "groups": groups,
-            "summaries": summaries, "chosen": chosen, "metrics": metrics,
+            "summaries": summaries, "chosen": chosen, "metrics": metrics, "trackers": trackers,
             "metric_names": METRICS, "infos": infos, "scope_total": len(keys),
             "unlisted": len(runs) - len(listed), "unchosen": len(wanted) - len(chosen),
             "run_limit": RUN_LIMIT}

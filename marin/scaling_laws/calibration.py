@@ -5,8 +5,10 @@
     noise = noise_from_replicates([[3.112, 3.104], [2.871, 2.880, 2.868]])  # seeds per candidate
     noise = noise_from_residuals(runs)          # or: the scatter around each budget's parabola
     low, high = calibrated_interval(3.05, (3.03, 3.07), noise)   # where ONE run will land
+    low, high = calibrated_interval(3.05, (3.03, 3.07), noise, model_std=0.02, model_dof=3)
     result = backtest(runs, "plays", noise)     # predict the largest budget from the others
     result.within_interval, result.error_percent
+    approach2_extrapolations(runs, "plays", noise)   # leave out the smallest, the largest
 
 A fit's interval covers the law, the loss an average run would reach; a single training run
 lands off it by its own noise (the seed's initialisation and data order), which no fit of
@@ -14,7 +16,10 @@ other runs can remove. So the interval for the achieved loss of one run combines
 half-width ``h`` (a normal's, at the same level) with the noise's, in quadrature:
 ``half = sqrt(h^2 + (t * std)^2)``, where ``t`` is Student's quantile with the noise's
 ``dof``, since the noise is itself estimated. Each side of an asymmetric fit interval (a
-bootstrap's) is widened on its own.
+bootstrap's) is widened on its own. A law that bends is off by more than either part
+(``marin.scaling_laws.model_error``): its standard deviation ``model_std`` enters the same
+sum with Student's quantile on its own ``model_dof``,
+``half = sqrt(h^2 + (t_noise * std)^2 + (t_model * model_std)^2)``.
 
 Design note: the quadrature keeps each part's own quantile, so it is exact when either part
 dominates and errs wide in between (97% at 3 dof, 95.7% at 10, for a 95% interval).
@@ -44,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -52,21 +57,12 @@ from scipy import stats
 
 from marin.scaling_laws import isoflop_analysis as iso
 from marin.scaling_laws.isoflop_analysis import MIN_POINTS_PER_BUDGET, RunRecord
+from marin.scaling_laws.model_error import Extrapolation, curvature_factor
+from marin.scaling_laws.model_error import check_version as _check_version
 
-__all__ = ["BacktestResult", "NoiseEstimate", "backtest", "calibrated_interval", "coverage",
-           "noise_from_replicates", "noise_from_residuals", "why_no_backtest"]
-
-
-def _check_version(data: Mapping[str, Any], cls: Any, what: str) -> None:
-    """The format version, and every field, present: else one line saying which."""
-    version = data.get("format_version")
-    if version != cls.FORMAT:
-        raise ValueError(f"{what}: format_version {version!r} is not {cls.FORMAT}; rewrite "
-                         "it with this version of marin")
-    missing = sorted({f.name for f in fields(cls) if f.default is MISSING} - set(data))
-    if missing:
-        raise ValueError(f"{what}: missing field(s) {', '.join(missing)}; it was not "
-                         f"written by {cls.__name__}.to_json")
+__all__ = ["BacktestResult", "NoiseEstimate", "approach2_extrapolations", "backtest",
+           "calibrated_interval", "coverage", "noise_from_replicates", "noise_from_residuals",
+           "why_no_backtest"]
 
 
 @dataclass(frozen=True)
@@ -152,9 +148,11 @@ def noise_from_residuals(records: Sequence[RunRecord]) -> NoiseEstimate:
 
 
 def calibrated_interval(point: float, fit_interval: tuple[float, float] | None,
-                        noise: NoiseEstimate, level: float = 0.95) -> tuple[float, float]:
+                        noise: NoiseEstimate, level: float = 0.95, model_std: float = 0.0,
+                        model_dof: int | None = None) -> tuple[float, float]:
     """Where one run's achieved loss lands at ``level``: the fit's interval (taken as a
-    normal at the same ``level``; None: no fit uncertainty) widened by the noise."""
+    normal at the same ``level``; None: no fit uncertainty) widened by the noise and by the
+    law's own error ``model_std`` (loss units; estimated with ``model_dof``)."""
     _check_level(level)
     if not math.isfinite(point):
         raise ValueError(f"point={point!r}: the predicted loss must be a finite number")
@@ -162,9 +160,15 @@ def calibrated_interval(point: float, fit_interval: tuple[float, float] | None,
     low, high = (point, point) if fit_interval is None else map(float, fit_interval)
     if not low <= high:
         raise ValueError(f"fit_interval={fit_interval!r}: give (low, high) with low <= high")
+    model = 0.0
+    if model_std:
+        if not (math.isfinite(model_std) and model_std > 0 and model_dof and model_dof >= 1):
+            raise ValueError(f"model_std={model_std!r}, model_dof={model_dof!r}: give a finite "
+                             "std >= 0 and dof >= 1 (ModelError.std_at and .dof)")
+        model = float(stats.t.ppf((1 + level) / 2, model_dof)) * model_std
     quantile = float(stats.t.ppf((1 + level) / 2, noise.dof)) * noise.std
-    below = math.hypot(max(point - low, 0.0), quantile)
-    above = math.hypot(max(high - point, 0.0), quantile)
+    below = math.sqrt(max(point - low, 0.0) ** 2 + quantile**2 + model**2)
+    above = math.sqrt(max(high - point, 0.0) ** 2 + quantile**2 + model**2)
     return point - below, point + above
 
 
@@ -193,6 +197,38 @@ def backtest(records: Sequence[RunRecord], label: str, noise: NoiseEstimate,
                           interval=(low, high), achieved_loss=achieved,
                           within_interval=bool(low <= achieved <= high),
                           error_percent=100.0 * (predicted - achieved) / achieved, level=level)
+
+
+def approach2_extrapolations(records: Sequence[RunRecord], label: str,
+                             noise: NoiseEstimate) -> list[Extrapolation]:
+    """Approach 2's loss law fitted without the smallest, then without the largest fitted
+    budget, each predicting the minimum of the one left out (both need 2 budgets left)."""
+    _check_noise(noise)
+    fitted, _ = _fitted_budgets(records)
+    if len(fitted) < 3:
+        return []
+    counts = {budget: len(runs) for budget, runs in _budgets(records)}
+    out = []
+    for left in (0, len(fitted) - 1):
+        rest = [f for i, f in enumerate(fitted) if i != left]
+        budget, achieved, factor = fitted[left]
+        log_c = np.log([b for b, *_ in rest])
+        minima = np.array([m for _, m, _ in rest])
+        design = np.column_stack([np.ones_like(log_c), log_c - log_c.mean()])
+        h = np.array([1.0, math.log(budget) - log_c.mean()]) @ np.linalg.pinv(design)
+        predicted = math.exp(float(h @ np.log(minima)))
+        # delta method, relative: the minima's noise carried through the line, and the
+        # left-out minimum's own
+        relative = float(np.sum(h**2 * np.array([v for *_, v in rest]) / minima**2))
+        relative += factor / achieved**2
+        out.append(Extrapolation(
+            label=label, budget=budget, fitted_budgets=tuple(b for b, *_ in rest),
+            predictor="approach2", runs=counts[budget], predicted_loss=predicted,
+            achieved_loss=achieved,
+            log_error=math.log(predicted / achieved),
+            noise_std=noise.std * math.sqrt(relative),
+            curvature_factor=curvature_factor([b for b, *_ in rest], budget)))
+    return out
 
 
 def why_no_backtest(records: Sequence[RunRecord]) -> str | None:

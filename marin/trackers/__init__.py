@@ -15,8 +15,9 @@ marin ships ``json`` (Levanter's JSON-lines layout, ``tracker.jsonl``), ``tensor
 A tracker is a class built as ``cls(config: TrackerConfig, run: TrackerRun)`` with
 ``log(step, metrics)``, ``summary(values)`` and ``finish()``, and optionally a classmethod
 ``check(config)`` that returns a one-line complaint about bad settings (or None), asked
-before the run starts. Training never waits on a tracker nor stops for one: see
-``marin.trackers.fanout``.
+before the run starts, and ``describe()`` for the run's ``trackers.json``. Trackers run in a
+process of their own (``marin.trackers.process``); training never waits on a tracker nor
+stops for one: see ``marin.trackers.fanout``.
 """
 
 from __future__ import annotations

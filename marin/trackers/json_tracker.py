@@ -38,6 +38,9 @@ class JsonTracker:
         self.summaries: dict[str, Any] = {}
         self._write({"event": "hparams", "hparams": {**run.config, "hardware": run.hardware}})
 
+    def describe(self) -> dict[str, Any]:
+        return {"file": FILE}
+
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         self.last.update(metrics)
         self._write({"event": "log", "step": step, "metrics": metrics})

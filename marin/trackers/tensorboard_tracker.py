@@ -35,6 +35,9 @@ class TensorboardTracker:
             {**run.config, "hardware": run.hardware}, indent=1, default=str)))
         self.step = 0
 
+    def describe(self) -> dict[str, Any]:
+        return {"folder": FOLDER}
+
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         self.step = step
         self._scalars(metrics, "", step)

@@ -57,12 +57,28 @@ class WandbTracker:
             raise ValueError(f"W&B writes its run folder locally, and {run.output_path} is not "
                              "local; give the run a local output path")
         os.makedirs(local, exist_ok=True)  # W&B writes <local>/wandb/offline-run-*
+        self.local = local
+        self.config = config
+        self.mode = wandb_mode(config)
         self.run = wandb.init(
             project=config.project, entity=config.entity, group=config.group or run.group,
             name=config.name or run.name, id=run.run_id(), resume="allow",
-            tags=list(config.tags), mode=wandb_mode(config), dir=local,
+            tags=list(config.tags), mode=self.mode, dir=local,
             config={**run.config, "hardware": run.hardware}, reinit="create_new",
             settings=wandb.Settings(console="off", silent=True, x_disable_stats=True))
+        # read once, at the start: asked after finish(), they cost the run its last history
+        # row (wandb 0.31, offline)
+        folder = os.path.dirname(self.run.dir.rstrip("/")) if self.run.dir else None
+        self.details = {
+            "project": self.run.project or config.project,
+            "entity": self.run.entity or config.entity, "id": self.run.id, "mode": self.mode,
+            "group": self.run.group, "name": self.run.name,
+            "run_folder": os.path.relpath(folder, local) if folder else None}
+
+    def describe(self) -> dict[str, Any]:
+        """What the dashboard links: the run's project, entity, id and mode, and its local
+        run folder relative to the run's output (what ``wandb sync`` uploads)."""
+        return dict(self.details)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         self.run.log(metrics, step=step)

@@ -29,6 +29,7 @@ from marin.services.log_service.handler import METRICS_LOGGER
 from marin.storage.files import atomic_write, open_url
 from marin.trackers.config import TrackerRun
 from marin.trackers.fanout import Trackers
+from marin.trackers.process import TrackerProcess, start_trackers
 from marin.training import metric_names as names
 
 logger = logging.getLogger("marin.training")
@@ -56,8 +57,8 @@ class MetricsLog:
     each record also goes to the run's trackers, as it is stored. With ``primary`` False
     (a multi-host run's other hosts) the records are kept but go nowhere."""
 
-    def __init__(self, path: str, log_every: int, trackers: Trackers | None = None,
-                 primary: bool = True):
+    def __init__(self, path: str, log_every: int,
+                 trackers: Trackers | TrackerProcess | None = None, primary: bool = True):
         self.path = path
         self.primary = primary
         self.trackers = trackers or Trackers([])
@@ -141,12 +142,13 @@ def progress_bar(total: int, start: int) -> Callable[[int | None, float | None],
     return update
 
 
-def open_trackers(config: Any) -> Trackers:
-    """The trackers of a ``TrainLmConfig``, told the run's configuration and hardware."""
+def open_trackers(config: Any) -> Trackers | TrackerProcess:
+    """The trackers of a ``TrainLmConfig``, told the run's configuration and hardware, in
+    a process of their own (``marin.trackers.process``)."""
     if not config.trackers:
         return Trackers([])
     hardware = {"preset": config.hardware, "devices": jax.device_count(),
                 "device_kind": jax.devices()[0].device_kind, "platform": jax.default_backend()}
     settings = json.loads(json.dumps(asdict(config), default=str))
     run = TrackerRun.of(config.output_path, settings, hardware)
-    return Trackers.open(config.trackers, run)
+    return start_trackers(config.trackers, run)

@@ -31,6 +31,7 @@ from marin.scaling_laws.study.artifacts import (
 from marin.scaling_laws.study.configs import (
     CandidateRunConfig,
     PredictionConfig,
+    RunFolder,
     StudyFitConfig,
     StudyReportConfig,
     StudyRun,
@@ -56,8 +57,9 @@ from marin.scaling_laws.study.steps import (
 )
 
 __all__ = ["CandidateRunConfig", "LabelComparison", "Mixture", "Prediction",
-           "PredictionConfig", "RunOutcome", "StudyCorpus", "StudyFit", "StudyFitConfig",
-           "StudyInputError", "StudyOutputs", "StudyReportConfig", "StudyResult", "StudyRun",
+           "PredictionConfig", "RunFolder", "RunOutcome", "StudyCorpus", "StudyFit",
+           "StudyFitConfig", "StudyInputError", "StudyOutputs", "StudyReportConfig",
+           "StudyResult", "StudyRun",
            "budget_tag", "eval_curves", "fit_study", "isoflop_study", "load_study",
            "next_tiers", "print_study_summary", "run_candidate", "run_name",
            "run_prediction", "study_candidates", "study_outputs", "write_study_report"]

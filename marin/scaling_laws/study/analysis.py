@@ -1,14 +1,18 @@
-"""What the fit step adds to each label's fit: run-to-run noise, a backtest, epochs per
-budget, and the comparison of the labels (``marin.scaling_laws.calibration`` and
+"""What the fit step adds to each label's fit: run-to-run noise, backtests, epochs per
+budget, the model error pooled over the labels, and the comparison of the labels
+(``marin.scaling_laws.calibration``, ``marin.scaling_laws.model_error`` and
 ``marin.scaling_laws.comparison`` do the statistics).
 
     fields = noise_of(fit, rows)          # {"noise": NoiseEstimate, "backtest": ...}
     comparisons = compare(rows_by_label, "plays", (3e11, 1e12), bootstrap=200)
-    interval, noise = prediction_interval(fit, 3.2, (3.18, 3.22))
+    interval, parts = prediction_interval(fits, "plays", 3.2, (3.18, 3.22), 2e11, "approach3")
+    parts.terms                           # ("fit", "noise", "model error")
 
 The noise comes from seed replicates when the study planned them (the spread of the final
 metric between seeds of one candidate), else from the residuals of the per-budget
-parabolas; ``NoiseEstimate.source`` says which, and the report repeats it.
+parabolas; ``NoiseEstimate.source`` says which, and the report repeats it. The model error
+comes from backtests of each label's prediction law (``study.extrapolation``), pooled over
+the labels.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from marin.execution.errors import one_line
@@ -28,9 +33,14 @@ from marin.scaling_laws.study.artifacts import (
     StudyFits,
 )
 from marin.scaling_laws.study.configs import StudyRun
+from marin.scaling_laws.study.extrapolation import (
+    extrapolation_budgets,
+    extrapolations_of,
+    pooled_model_error,
+)
 from marin.scaling_laws.study.fitting import clean_rows, fit_label
 
-__all__ = ["compare", "epochs_of", "fit_labels", "missing_row", "noise_of",
+__all__ = ["IntervalParts", "compare", "epochs_of", "fit_labels", "missing_row", "noise_of",
            "prediction_interval"]
 
 logger = logging.getLogger("marin.scaling_laws")
@@ -40,9 +50,9 @@ def fit_labels(rows: Sequence[RunRow], labels: Sequence[str], *, metric: str,
                targets: Sequence[float] = (), holdout_budget: float | None = None,
                bootstrap: int = 200, baseline: str | None = None,
                compare_at: Sequence[float] = ()) -> StudyFits:
-    """Every label's ``StudyFit`` (with its noise and backtest) and the labels' compute
-    multipliers at ``compare_at``: what the study's fit step and ``marin scaling fit``
-    both write as ``fit.json``."""
+    """Every label's ``StudyFit`` (with its noise and backtests), the model error pooled
+    over the labels and their compute multipliers at ``compare_at``: what the study's fit
+    step and ``marin scaling fit`` both write as ``fit.json``."""
     from dataclasses import replace
 
     fits = {}
@@ -50,12 +60,16 @@ def fit_labels(rows: Sequence[RunRow], labels: Sequence[str], *, metric: str,
         mine = [r for r in rows if r.label == label]
         fit = fit_label(mine, label=label, metric=metric, targets=targets,
                         holdout_budget=holdout_budget, bootstrap=bootstrap)
-        fits[label] = replace(fit, **noise_of(fit, mine))
+        fit = replace(fit, **noise_of(fit, mine))
+        found, why_not = extrapolations_of(fit, mine)
+        fits[label] = replace(fit, extrapolations=found, why_no_extrapolation=why_not)
+    model_error, why_no_model_error = pooled_model_error(fits)
     baseline = baseline or labels[0]
     comparisons, why = compare({label: [r for r in rows if r.label == label]
                                 for label in labels}, baseline, compare_at, bootstrap)
     return StudyFits(metric=metric, labels=tuple(labels), fits=fits, baseline=baseline,
-                     comparisons=comparisons, comparison_error=why)
+                     comparisons=comparisons, comparison_error=why, model_error=model_error,
+                     why_no_model_error=why_no_model_error)
 
 
 def missing_row(run: StudyRun) -> RunRow:
@@ -116,16 +130,41 @@ def noise_of(fit: StudyFit, rows: Sequence[RunRow]) -> dict[str, Any]:
             "backtest_error": None if result is not None else why_no_backtest(records)}
 
 
-def prediction_interval(fit: StudyFit, loss: float | None,
-                        fit_interval: tuple[float, float] | None
-                        ) -> tuple[tuple[float, float] | None, Any]:
-    """The 95% interval of a predicted loss with the label's run-to-run noise, and that
-    noise (None: the fit's interval alone, when no noise could be estimated)."""
+@dataclass(frozen=True)
+class IntervalParts:
+    """What a prediction's interval is made of: ``terms`` among ``fit``, ``noise`` and
+    ``model error``, with the noise and the model error's standard deviation (loss units)."""
+
+    terms: tuple[str, ...]
+    noise: Any = None  # NoiseEstimate
+    model_std: float | None = None
+    model_dof: int | None = None
+
+
+def prediction_interval(fits: StudyFits, label: str, loss: float | None,
+                        fit_interval: tuple[float, float] | None, budget: float,
+                        loss_from: str | None) -> tuple[tuple[float, float] | None,
+                                                        IntervalParts]:
+    """The 95% interval of ``label``'s loss predicted at ``budget`` (by ``loss_from``) for
+    one run: the fit's spread, the label's run-to-run noise and the pooled model error, each
+    where it could be estimated."""
+    fit = fits.fits[label]
+    terms = ("fit",) if fit_interval is not None else ()
     if loss is None or fit.noise is None:
-        return fit_interval, None
+        return fit_interval, IntervalParts(terms)
     from marin.scaling_laws.calibration import calibrated_interval
 
-    return calibrated_interval(loss, fit_interval, fit.noise), fit.noise
+    error = fits.model_error
+    std = None
+    if error is not None:
+        try:
+            std = loss * error.std_at(extrapolation_budgets(fit, loss_from), budget)
+        except ValueError:  # fewer than 2 budgets: no line to extrapolate, no bend to add
+            error = None
+    terms += ("noise",) + (("model error",) if std is not None else ())
+    interval = calibrated_interval(loss, fit_interval, fit.noise, model_std=std or 0.0,
+                                   model_dof=error.dof if error is not None else None)
+    return interval, IntervalParts(terms, fit.noise, std, error.dof if error else None)
 
 
 def compare(rows_by_label: Mapping[str, Sequence[RunRow]], baseline: str,

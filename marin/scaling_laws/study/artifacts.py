@@ -7,7 +7,9 @@
     write_result(report_path, result)           # study.json: the whole StudyResult
 
 Every artifact is a frozen dataclass with ``FORMAT`` and ``VERSION``, ``to_json()`` and
-``from_json(data, where=...)``. Files of the previous, unversioned format (a study's
+``from_json(data, where=...)``. A version listed in ``OLDER`` still reads: its fields are
+today's minus some that have defaults (``StudyFit`` version 2 has no backtests of its
+prediction's law, so it reads with none). Files of the previous, unversioned format (a study's
 ``outcome.json``, ``fit.json`` and ``prediction.json`` before labels) still read, as the
 single label ``"default"`` fitted on eval loss; a file of another format or a newer version
 is refused in one line naming the file and the format. Files are written atomically: a
@@ -39,6 +41,7 @@ from marin.training.summary import RunSummary
 
 if TYPE_CHECKING:
     from marin.scaling_laws.calibration import BacktestResult, NoiseEstimate
+    from marin.scaling_laws.model_error import Extrapolation, ModelError
 
 __all__ = ["FIT", "OUTCOME", "PREDICTION", "PREDICTION_RUN", "REPORT", "RESULT", "RUNS",
            "ArtifactError", "Epochs", "LabelComparison", "PredictedCandidate", "Prediction",
@@ -60,8 +63,10 @@ def _lazy_types() -> dict[str, Any]:
     """Types of fields that import numpy and scipy: resolved when a file is first read, so
     that planning a study (which imports this module) imports neither."""
     from marin.scaling_laws.calibration import BacktestResult, NoiseEstimate
+    from marin.scaling_laws.model_error import Extrapolation, ModelError
 
-    return {"BacktestResult": BacktestResult, "NoiseEstimate": NoiseEstimate}
+    return {"BacktestResult": BacktestResult, "NoiseEstimate": NoiseEstimate,
+            "Extrapolation": Extrapolation, "ModelError": ModelError}
 
 
 class _Artifact:
@@ -69,6 +74,7 @@ class _Artifact:
 
     FORMAT: ClassVar[str]
     VERSION: ClassVar[int]
+    OLDER: ClassVar[tuple[int, ...]] = ()  # earlier versions that read as this one
 
     def to_json(self) -> dict[str, Any]:
         return {"format": self.FORMAT, "version": self.VERSION, **encode_fields(self)}
@@ -79,11 +85,14 @@ class _Artifact:
             raise ArtifactError(f"{where}: expected a JSON object, got {type(data).__name__}")
         if "format" not in data:
             return cls._previous(data, where)
-        if data["format"] != cls.FORMAT or data.get("version") != cls.VERSION:
+        if data["format"] != cls.FORMAT or data.get("version") not in (cls.VERSION,
+                                                                       *cls.OLDER):
+            older = (f" (version {', '.join(map(str, cls.OLDER))} still reads)"
+                     if cls.OLDER else "")
             raise ArtifactError(
                 f"{where} is of format {data['format']!r} version {data.get('version')!r}; "
-                f"a {cls.__name__} is {cls.FORMAT!r} version {cls.VERSION}: use the marin "
-                "that wrote it, or rerun the step")
+                f"a {cls.__name__} is {cls.FORMAT!r} version {cls.VERSION}{older}: use the "
+                "marin that wrote it, or rerun the step")
         return decode_fields(cls, {k: v for k, v in data.items()
                                    if k not in ("format", "version")}, where)
 
@@ -154,11 +163,13 @@ class Epochs:
 @dataclass(frozen=True)
 class StudyFit(_Artifact):
     """One label's fits: Approach 2 per budget and across budgets, Approach 3, the optima at
-    larger budgets and at the held-out one, and how its prediction's noise was estimated.
-    A part the data cannot support is None with its reason in ``*_error``."""
+    larger budgets and at the held-out one, how its prediction's noise was estimated, and
+    the backtests of the law its prediction uses (``extrapolations``, for the model error).
+    A part the data cannot support is None with its reason in ``*_error`` (``why_no_*``)."""
 
     FORMAT: ClassVar[str] = "marin.study.fit"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
+    OLDER: ClassVar[tuple[int, ...]] = (2,)
 
     label: str
     metric: str
@@ -177,6 +188,8 @@ class StudyFit(_Artifact):
     noise: NoiseEstimate | None = None
     backtest: BacktestResult | None = None
     backtest_error: str | None = None
+    extrapolations: tuple[Extrapolation, ...] = ()
+    why_no_extrapolation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,10 +213,12 @@ class LabelComparison(_Artifact):
 
 @dataclass(frozen=True)
 class StudyFits(_Artifact):
-    """``fit.json``: every label's fit and the comparisons of the labels."""
+    """``fit.json``: every label's fit, the comparisons of the labels, and the model error
+    pooled over their backtests (``model_error``; None: ``why_no_model_error``)."""
 
     FORMAT: ClassVar[str] = "marin.study.fits"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
+    OLDER: ClassVar[tuple[int, ...]] = (2,)
 
     metric: str
     labels: tuple[str, ...]
@@ -211,6 +226,8 @@ class StudyFits(_Artifact):
     baseline: str | None = None
     comparisons: tuple[LabelComparison, ...] = ()
     comparison_error: str | None = None
+    model_error: ModelError | None = None
+    why_no_model_error: str | None = None
 
     @classmethod
     def _previous(cls, data: dict[str, Any], where: str) -> StudyFits:
@@ -234,11 +251,14 @@ class PredictedCandidate:
 @dataclass(frozen=True)
 class Prediction(_Artifact):
     """One label's checked prediction at the held-out budget. ``predicted_loss_interval``
-    is the 95% interval with run-to-run noise (estimated from ``noise_source``:
-    ``replicates`` or ``residuals``); ``fit_interval`` is the fit's spread alone."""
+    is the 95% interval made of ``interval_terms``: ``fit`` (``fit_interval``, the fit's
+    spread alone), ``noise`` (run-to-run, ``noise_std`` with ``noise_dof``, estimated from
+    ``noise_source``: ``replicates`` or ``residuals``) and ``model error`` (the law's bend,
+    ``model_error_std`` in loss units with ``model_error_dof``, from backtests)."""
 
     FORMAT: ClassVar[str] = "marin.study.prediction"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
+    OLDER: ClassVar[tuple[int, ...]] = (2,)
 
     label: str
     budget: float
@@ -254,6 +274,10 @@ class Prediction(_Artifact):
     fit_interval: tuple[float, float] | None = None
     noise_source: str | None = None
     noise_std: float | None = None
+    noise_dof: int | None = None
+    model_error_std: float | None = None
+    model_error_dof: int | None = None
+    interval_terms: tuple[str, ...] = ()
     loss_from: str | None = None
     achieved_loss: float | None = None
     error_percent: float | None = None
@@ -268,10 +292,12 @@ class Prediction(_Artifact):
 @dataclass(frozen=True)
 class StudyResult(_Artifact):
     """A study's findings: ``labels``, ``fits[label]``, ``predictions[label]`` (labels with
-    a held-out budget), ``comparisons`` (each label against ``baseline``) and ``runs``."""
+    a held-out budget), ``comparisons`` (each label against ``baseline``), the pooled
+    ``model_error`` and ``runs``."""
 
     FORMAT: ClassVar[str] = "marin.study.result"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
+    OLDER: ClassVar[tuple[int, ...]] = (1,)
 
     title: str
     metric: str
@@ -282,6 +308,8 @@ class StudyResult(_Artifact):
     comparison_error: str | None = None
     baseline: str | None = None
     runs: tuple[RunRow, ...] = ()
+    model_error: ModelError | None = None
+    why_no_model_error: str | None = None
 
     def runs_of(self, label: str) -> list[RunRow]:
         return [r for r in self.runs if r.label == label]

@@ -18,7 +18,7 @@ from marin.execution.step import this_output_path
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.training.config import TrainLmConfig
 
-__all__ = ["CandidateRunConfig", "LabelPath", "PredictionConfig", "StudyFitConfig",
+__all__ = ["CandidateRunConfig", "LabelPath", "PredictionConfig", "RunFolder", "StudyFitConfig",
            "StudyReportConfig", "StudyRun", "budget_tag", "next_tiers", "run_name",
            "study_candidates"]
 
@@ -78,6 +78,23 @@ class StudyRun:
 
 
 @dataclass(frozen=True)
+class RunFolder:
+    """Runs trained elsewhere, fitted with the study's own: a run's folder or a folder of
+    runs in any layout ``marin scaling fit`` reads (marin's ``summary.json``, Marin's
+    ``tracker_metrics.jsonl``, Levanter's JSON logger, W&B exports), a results table, or a
+    glob of them.
+
+    Attributes:
+        path: where they are (``output_path_of(step)`` makes them a dependency).
+        label: the label their runs get; None: each run's own (a study's label, the W&B
+            group, else the name of the folder the run's folder is in).
+    """
+
+    path: Any
+    label: str | None = None
+
+
+@dataclass(frozen=True)
 class CandidateRunConfig:
     """A training run of the sweep: the trainer's config, and the run's place in the study.
 
@@ -102,8 +119,10 @@ class CandidateRunConfig:
 @dataclass(frozen=True)
 class StudyFitConfig:
     """Attributes:
-        runs: the runs to fit (their output folders are dependencies).
-        labels: the labels in order (the first is the default baseline).
+        runs: the runs to fit: the study's (``StudyRun``: their output folders are
+            dependencies) and runs trained elsewhere (``RunFolder``).
+        labels: the labels in order (the first is the default baseline); a label that only
+            run folders give comes after them, and one with no run at all is left out.
         metric: what the fits use (``macro_bpb``, ``plays/loss`` ...; ``RunSummary.metric``).
         targets: budgets to predict the optimum at (larger tiers).
         holdout_budget: the held-out budget, predicted here and checked by ``prediction``.
@@ -113,7 +132,7 @@ class StudyFitConfig:
         output_path: where ``runs.csv`` and ``fit.json`` go.
     """
 
-    runs: tuple[StudyRun, ...]
+    runs: tuple[StudyRun | RunFolder, ...]
     labels: tuple[str, ...] = ("default",)
     metric: str = "loss"
     targets: tuple[float, ...] = ()

@@ -34,7 +34,7 @@ from marin.scaling_laws.study.laws import (
 )
 
 __all__ = ["MIN_RUNS_PARAMETRIC", "MIN_RUNS_PER_BUDGET", "clean_rows", "fit_label",
-           "loss_interval", "predict_at", "predicted_loss"]
+           "fit_parametric", "loss_interval", "predict_at", "predicted_loss"]
 
 MIN_RUNS_PER_BUDGET = 3
 MIN_RUNS_PARAMETRIC = 5
@@ -108,25 +108,38 @@ def _approach2(records: list[Any]) -> tuple[list[BudgetOptimum], list[BudgetNotF
     return budgets, not_fitted, Approach2(**laws), None
 
 
-def _approach3(records: list[Any], bootstrap: int, seed: int
-               ) -> tuple[Approach3 | None, str | None]:
+def fit_parametric(records: Sequence[Any], bootstrap: int = 0, seed: int = 0
+                   ) -> tuple[Any, str | None]:
+    """Approach 3's ``ParametricFit`` of ``RunRecord``s, or None and why it cannot be made."""
     if len(records) < MIN_RUNS_PARAMETRIC:
         return None, (f"{len(records)} usable run(s); L(N, D) needs at least "
                       f"{MIN_RUNS_PARAMETRIC}")
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    from marin.scaling_laws.parametric import PARAMETERS, fit_parametric_loss
+    from marin.scaling_laws.parametric import fit_parametric_loss
 
     try:
         # L-BFGS makes thousands of tiny BLAS calls; a multithreaded BLAS spends far more
         # time waking its threads than computing (18x slower on two busy cores).
         with threadpool_limits(limits=1, user_api="blas"), np.errstate(all="ignore"):
-            fit = fit_parametric_loss([r.params for r in records], [r.tokens for r in records],
-                                      [r.loss for r in records], bootstrap=bootstrap,
-                                      flops=[r.flops for r in records], seed=seed)
+            return fit_parametric_loss([r.params for r in records],
+                                       [r.tokens for r in records], [r.loss for r in records],
+                                       bootstrap=bootstrap, flops=[r.flops for r in records],
+                                       seed=seed), None
     except ValueError as e:
         return None, str(e)
+
+
+def _approach3(records: list[Any], bootstrap: int, seed: int
+               ) -> tuple[Approach3 | None, str | None]:
+    import numpy as np
+
+    from marin.scaling_laws.parametric import PARAMETERS
+
+    fit, why = fit_parametric(records, bootstrap, seed)
+    if fit is None:
+        return None, why
     samples = fit.bootstrap_samples
     intervals = {}
     if samples is not None and len(samples) >= 2:

@@ -5,7 +5,8 @@
 The report opens with the findings; with several labels, a comparison (the exponents side
 by side, the predicted loss of each label at the next tiers, the compute multipliers, the
 epochs per budget); then, per label, its runs, fits and checked prediction with the source
-of its noise estimate and the backtest. Plots are drawn into a temporary folder and moved to
+of its noise estimate, its backtests and what its prediction interval is made of; then the
+model error pooled over the labels' backtests. Plots are drawn into a temporary folder and moved to
 the output, which may be any URL ``marin.storage.files`` writes to; each file appears whole,
 ``report.md`` last.
 """
@@ -54,6 +55,7 @@ def markdown(result: StudyResult, plots: list[str]) -> str:
     out += _epochs_section(result)
     for label in result.labels:
         out += _label_section(result, label, len(result.labels) > 1)
+    out += _model_error_section(result)
     if plots:
         out += ["", "## Plots", ""]
         for stem in plots:
@@ -219,6 +221,42 @@ def _noise_section(fit: StudyFit, level: str) -> list[str]:
                    f"{'yes' if b.within_interval else 'no'}")
     elif fit.noise is not None:
         out.append(f"- no backtest: {fit.backtest_error}")
+    for e in fit.extrapolations:
+        side = "smallest" if e.budget < min(e.fitted_budgets) else "largest"
+        against = (f"the mean of its {e.runs} runs" if e.predictor == "approach3"
+                   else "its parabola minimum")
+        fitted = ", ".join(f"{b:.3g}" for b in e.fitted_budgets)
+        out.append(f"- backtest of the prediction's law ({e.predictor}): the {side} budget, "
+                   f"{e.budget:.3g}, predicted from {fitted}: {e.predicted_loss:.4f} against "
+                   f"{e.achieved_loss:.4f} ({against}), error {100 * e.log_error:+.2f}% (the "
+                   f"runs' noise alone: +/- {100 * e.noise_std:.2f}%)")
+    if not fit.extrapolations and fit.why_no_extrapolation:
+        out.append(f"- no backtest of the prediction's law: {fit.why_no_extrapolation}")
+    return out
+
+
+def _model_error_section(result: StudyResult) -> list[str]:
+    out = ["", "## Model error", "",
+           "A law that bends beyond what its form can follow is off by more the further it is "
+           "extrapolated, which neither the fit's spread nor the run-to-run noise shows. Each "
+           "label's backtests (above) measure it: the law is fitted without its smallest, "
+           "then without its largest budget, and predicts the one left out. Read as a bend "
+           "of the log-loss in ln C, with a curvature of its own per label, their errors "
+           "beyond the noise give the spread of the curvature, and so the law's error at the "
+           "held-out budget (Student's t, one degree of freedom per label).", ""]
+    error = result.model_error
+    if error is None:
+        return [*out, f"Not estimated: {result.why_no_model_error}; the intervals hold the "
+                "fit's spread and the noise only."]
+    out.append(f"- curvature spread: {error.curvature:.3g} per (ln C)^2 beyond the noise "
+               f"({error.raw_curvature:.3g} before the noise's share is taken out), from "
+               f"{error.extrapolations} backtests of {', '.join(error.labels)} ({error.dof} "
+               "degrees of freedom)")
+    for label, p in result.predictions.items():
+        if p.model_error_std is not None and p.predicted_loss:
+            out.append(f"- {label}: at {p.budget:.3g} FLOPs, a standard deviation of "
+                       f"{p.model_error_std:.4g} ({100 * p.model_error_std / p.predicted_loss:.2f}%"
+                       " of the loss)")
     return out
 
 
@@ -230,9 +268,15 @@ def _prediction_section(p: Prediction, level: str) -> list[str]:
            f"{p.loss_from}).", ""]
     out += [f"- {line.strip()}" for line in prediction_lines(p)]
     if p.noise_source is not None:
-        out.append(f"- the 95% interval includes run-to-run noise (standard deviation "
-                   f"{p.noise_std:.4g}, from {p.noise_source}); the fit's spread alone: "
-                   f"{fmt_interval(p.fit_interval)}")
+        parts = [f"the fit's spread ({fmt_interval(p.fit_interval)} alone)",
+                 f"run-to-run noise (standard deviation {p.noise_std:.4g}, from "
+                 f"{p.noise_source}" + (f", {p.noise_dof} degrees of freedom)"
+                                        if p.noise_dof else ")")]
+        if p.model_error_std is not None:
+            parts.append(f"the model error (standard deviation {p.model_error_std:.4g}, "
+                         f"from backtests, {p.model_error_dof} degrees of freedom)")
+        out.append("- the 95% interval is made of " + ", ".join(parts[:-1]) + " and "
+                   + parts[-1] + ", added in quadrature, each with its own quantile")
     if p.within_interval is not None:
         out.append(f"- achieved within the 95% interval: {'yes' if p.within_interval else 'no'}")
     return out

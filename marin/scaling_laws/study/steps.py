@@ -42,6 +42,7 @@ from marin.scaling_laws.study.artifacts import (
 from marin.scaling_laws.study.configs import (
     CandidateRunConfig,
     PredictionConfig,
+    RunFolder,
     StudyFitConfig,
     StudyReportConfig,
     StudyRun,
@@ -116,17 +117,23 @@ def read_outcomes(runs: Sequence[StudyRun]) -> list[tuple[StudyRun, RunOutcome |
 
 
 def fit_study(config: StudyFitConfig) -> StudyFits:
-    """``runs.csv`` and ``fit.json`` from the runs' outcomes: every label's fit, and the
-    labels compared."""
+    """``runs.csv`` and ``fit.json`` from the runs' outcomes and the run folders' runs:
+    every label's fit, and the labels compared."""
     from dataclasses import replace
 
     from marin.scaling_laws.study.analysis import epochs_of, fit_labels, missing_row
 
-    outcomes = read_outcomes(config.runs)
+    outcomes = read_outcomes([r for r in config.runs if isinstance(r, StudyRun)])
     rows = [outcome.row(config.metric) if outcome is not None else missing_row(run)
             for run, outcome in outcomes]
+    rows += _folder_rows([r for r in config.runs if isinstance(r, RunFolder)], config.metric)
+    labels = [label for label in dict.fromkeys([*config.labels, *(r.label for r in rows)])
+              if any(r.label == label for r in rows)]
+    if not labels:
+        raise ArtifactError("StudyFitConfig.runs holds no run to fit; give the study's runs "
+                            "or run folders (RunFolder)")
     write_rows(config.output_path, rows)
-    result = fit_labels(rows, config.labels, metric=config.metric, targets=config.targets,
+    result = fit_labels(rows, labels, metric=config.metric, targets=config.targets,
                         holdout_budget=config.holdout_budget, bootstrap=config.bootstrap,
                         baseline=config.baseline, compare_at=config.targets[:2])
     corpus_tokens = _corpus_tokens(config)
@@ -136,6 +143,19 @@ def fit_study(config: StudyFitConfig) -> StudyFits:
     result = replace(result, fits=fits)
     write_artifact(config.output_path, FIT, result)
     return result
+
+
+def _folder_rows(folders: Sequence[RunFolder], metric: str) -> list[Any]:
+    """The rows of runs trained elsewhere, read as ``marin scaling fit`` reads them."""
+    from marin.scaling_laws.results import ResultsError, read_runs
+
+    rows = []
+    for folder in folders:
+        try:
+            rows += read_runs(str(folder.path), metric, folder.label)
+        except ResultsError as e:
+            raise ArtifactError(f"StudyFitConfig.runs: {e}") from None
+    return rows
 
 
 def _corpus_tokens(config: StudyFitConfig) -> dict[str, int]:
@@ -181,11 +201,15 @@ def run_prediction(config: PredictionConfig) -> Prediction:
                                   [config.budget], optimum.params)
     loss, fit_interval, loss_from = predicted_loss(fit, config.budget, candidate.params,
                                                    candidate.tokens)
-    interval, noise = prediction_interval(fit, loss, fit_interval)
+    interval, parts = prediction_interval(fits, config.label, loss, fit_interval,
+                                          config.budget, loss_from)
+    noise = parts.noise
     out = replace(out, size_from=source, predicted_loss=loss, predicted_loss_interval=interval,
                   fit_interval=fit_interval, loss_from=loss_from,
                   noise_source=noise.source if noise else None,
-                  noise_std=noise.std if noise else None,
+                  noise_std=noise.std if noise else None, noise_dof=noise.dof if noise else None,
+                  model_error_std=parts.model_std, model_error_dof=parts.model_dof,
+                  interval_terms=parts.terms,
                   candidate=PredictedCandidate(
                       candidate.model_config.hidden_dim, candidate.model_config.num_layers,
                       float(candidate.params), float(candidate.tokens), float(candidate.flops),
@@ -214,7 +238,8 @@ def study_result(title: str, fit_path: str, predictions: dict[str, str]) -> Stud
     return StudyResult(title=title, metric=fits.metric, labels=fits.labels, fits=fits.fits,
                        predictions={k: v for k, v in found.items() if v is not None},
                        comparisons=fits.comparisons, comparison_error=fits.comparison_error,
-                       baseline=fits.baseline,
+                       baseline=fits.baseline, model_error=fits.model_error,
+                       why_no_model_error=fits.why_no_model_error,
                        runs=tuple(read_rows(fit_path)))
 
 

@@ -5,8 +5,9 @@ report opens with.
         print(line)
 
 Per label: the runs used, the exponents with their errors, Approach 3's parameters, and the
-checked prediction; then each label's compute multiplier against the baseline. A study of
-one corpus prints its lines without a label.
+checked prediction; then what the prediction intervals are made of, and each label's
+compute multiplier against the baseline. A study of one corpus prints its lines without a
+label.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 from marin.scaling_laws.study.artifacts import LabelComparison, Prediction, StudyFit, StudyResult
 from marin.scaling_laws.study.laws import PowerLaw
 
-__all__ = ["comparison_line", "fmt", "fmt_interval", "label_lines", "law_text",
-           "prediction_lines", "summary_lines"]
+__all__ = ["comparison_line", "fmt", "fmt_interval", "intervals_line", "label_lines",
+           "law_text", "prediction_lines", "summary_lines"]
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -84,6 +85,25 @@ def prediction_lines(p: Prediction) -> list[str]:
     return lines
 
 
+def intervals_line(study: StudyResult) -> str:
+    """What the predictions' intervals are made of, with the model error's size."""
+    noise = any(fit.noise is not None for fit in study.fits.values())
+    if not noise:
+        return "intervals: the fit's spread alone (no run-to-run noise could be estimated)"
+    error = study.model_error
+    if error is None:
+        return (f"intervals: fit spread + run-to-run noise; no model error "
+                f"({study.why_no_model_error})")
+    sized = [p for p in study.predictions.values()
+             if p.model_error_std is not None and p.predicted_loss]
+    where = (f"{100 * sized[0].model_error_std / sized[0].predicted_loss:.2f}% of the loss at "
+             f"{sized[0].budget:.3g} FLOPs" if sized else
+             f"a bend of {error.curvature:.2g} per (ln C)^2")
+    labels = f"{error.dof} label{'s' if error.dof != 1 else ''}"
+    return (f"intervals: fit spread + run-to-run noise + model error ({where}, from backtests "
+            f"of {labels}, {error.dof} dof)")
+
+
 def comparison_line(c: LabelComparison) -> str:
     verdict = "the interval excludes 1" if c.excludes_one else "the interval includes 1"
     return (f"compute multiplier of {c.label} against {c.baseline} at {c.target_budget:.3g} "
@@ -95,11 +115,13 @@ def summary_lines(study: StudyResult) -> list[str]:
     """What a study found, label by label, then the comparison."""
     if len(study.labels) == 1:
         label = study.labels[0]
-        return label_lines(study.fits[label], study.predictions.get(label))
+        return [*label_lines(study.fits[label], study.predictions.get(label)),
+                intervals_line(study)]
     lines = [f"metric: {study.metric}; labels: {', '.join(study.labels)}"]
     for label in study.labels:
         lines += [f"{label}: {line.strip()}" for line in
                   label_lines(study.fits[label], study.predictions.get(label))]
+    lines.append(intervals_line(study))
     lines += [comparison_line(c) for c in study.comparisons]
     if not study.comparisons and study.comparison_error:
         lines.append(f"labels not compared: {study.comparison_error}")

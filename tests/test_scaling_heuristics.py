@@ -167,3 +167,17 @@ def test_proportional_depth_grows_layers_with_width_and_keeps_the_parents_rules(
         assert c.params == c.model_config.num_params()
     with pytest.raises(ValueError, match="hidden_per_layer"):
         ProportionalDepthHeuristic(hidden_per_layer=0, **settings)
+
+
+def test_candidates_keep_only_batches_their_devices_can_split():
+    from marin.scaling_laws import CompletedAdamHHeuristic
+    from marin.training.config import check_batch_layout
+
+    wide = CompletedAdamHHeuristic(devices=16)
+    candidates = [c for budget in (1e18, 3e18) for c in wide.candidates_for_budget(budget)]
+    assert candidates and all(c.batch_size % 16 == 0 for c in candidates)
+    for c in candidates:
+        check_batch_layout(c.batch_size, 16, c.microbatch_size)
+    narrow = [c for budget in (1e18, 3e18)
+              for c in CompletedAdamHHeuristic(devices=1).candidates_for_budget(budget)]
+    assert any(c.batch_size % 16 for c in narrow)  # what the 16 devices had to leave out

@@ -69,7 +69,7 @@ class CompletedAdamhHeuristic:
       models").
 
     Kept only: runs within ``budget_tolerance`` of the budget, with batch at least
-    ``min_batch_size``, steps at least ``min_train_steps``, and between
+    ``min_batch_size`` and a multiple of ``devices`` (so that the trainer can split it), steps at least ``min_train_steps``, and between
     ``min_tokens_per_param`` (fewer tokens than parameters is far from any optimum) and
     ``max_tokens_per_param`` tokens per parameter; with a ``hardware`` preset, also only runs
     that fit its memory on ``devices`` chips (parameters, optimizer state, activations:
@@ -220,8 +220,8 @@ class CompletedAdamhHeuristic:
         if not self.min_tokens_per_param <= tokens / params <= self.max_tokens_per_param:
             return None
         batch = self.batch_size_for(tokens)
-        if batch > self.max_batch_size:
-            return None
+        if batch > self.max_batch_size or batch % self.devices:
+            return None  # too large, or a batch the devices cannot split evenly
         steps = round(tokens / (batch * self.seq_len))
         if steps < self.min_train_steps:
             return None

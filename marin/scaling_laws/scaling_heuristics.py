@@ -69,7 +69,8 @@ class CompletedAdamhHeuristic:
       models").
 
     Kept only: runs within ``budget_tolerance`` of the budget, with batch at least
-    ``min_batch_size`` and a multiple of ``devices`` (so that the trainer can split it), steps at least ``min_train_steps``, and between
+    ``min_batch_size`` and a multiple of ``devices`` (so that the trainer can split it),
+    steps at least ``min_train_steps``, and between
     ``min_tokens_per_param`` (fewer tokens than parameters is far from any optimum) and
     ``max_tokens_per_param`` tokens per parameter; with a ``hardware`` preset, also only runs
     that fit its memory on ``devices`` chips (parameters, optimizer state, activations:

@@ -20,6 +20,7 @@ from marin.processing.tokenize.encoders import load_encoder
 from marin.processing.tokenize.inputs import InputError
 from marin.processing.tokenize.ledger import read_ledger
 from marin.processing.tokenize.loader import TokenCacheDataset
+from marin.processing.tokenize.records import LedgerRecord, TokenizerIdentity
 from marin.processing.tokenize.streams import read_line_range, stream_chunks
 from tests.helpers.corpus import plays
 
@@ -190,6 +191,43 @@ def test_a_killed_tokenize_resumes_redoing_only_its_unfinished_ranges(tmp_path: 
                             range_bytes=RANGE))
     assert cache_files(cache) == cache_files(clean)
 
+
+
+def test_a_cache_begun_before_group_bytes_resumes_with_the_groups_it_began_with(
+        tmp_path: Path):
+    """Caches begun before the ledger recorded ``group_bytes`` grouped small files to a
+    quarter of ``range_bytes``. Resuming one keeps that rule: a finished group (file,
+    range) names the same files in the rerun, none is skipped or tokenized twice."""
+    corpus = tmp_path / "texts"
+    corpus.mkdir()
+    docs = paragraphs(300)
+    for i, doc in enumerate(docs):
+        (corpus / f"p-{i:03d}.txt").write_text(doc)
+    config = dict(train_paths=(str(corpus),), num_processes=2, range_bytes=RANGE)
+    new = tokenize(TokenizeConfig(cache_path=str(tmp_path / "new"), **config))
+    assert new.group_bytes == RANGE
+
+    old = tmp_path / "old"  # an empty ledger as the code before the field wrote it
+    old.mkdir()
+    identity = TokenizerIdentity.from_data(load_encoder("gpt2").identity())
+    raw = json.loads(LedgerRecord(identity, RANGE).encode())
+    del raw["group_bytes"]
+    (old / "ledger.json").write_text(json.dumps(raw))
+    quarter = tokenize(TokenizeConfig(cache_path=str(old), **config))
+    assert quarter.group_limit == RANGE // 4
+    assert len(quarter.shards("train")) > len(new.shards("train"))  # smaller groups
+    kept = quarter.shards("train")[: len(quarter.shards("train")) // 2]
+    raw["splits"] = {"train": [s.to_data() for s in kept]}
+    (old / "ledger.json").write_text(json.dumps(raw))
+    for shard in quarter.shards("train")[len(kept):]:
+        for suffix in (".tokens", ".offsets"):
+            (old / "train" / f"{quarter.shard_name(shard)}{suffix}").unlink()
+    resumed = tokenize(TokenizeConfig(cache_path=str(old), **config))
+    assert (resumed.last_run.reused, resumed.last_run.built) == (
+        len(kept), len(quarter.shards("train")) - len(kept))
+    assert resumed.shards("train") == quarter.shards("train")
+    dataset = TokenCacheDataset(str(old), seq_len=64, record_read=False)
+    assert np.array_equal(dataset.tokens(0, dataset.total_tokens), reference_stream(docs))
 
 def _ledger_or_none(cache: Path):
     try:

@@ -104,7 +104,8 @@ class Ledger:
                              "cache path")
         if existing is None or (not existing.complete and existing.range_bytes == 0):
             # nothing yet, or an unfinished build of the one-shard-per-file layout: start over
-            ledger = cls(cache_path, LedgerRecord(identity, range_bytes), **options)
+            ledger = cls(cache_path, LedgerRecord(identity, range_bytes, range_bytes),
+                         **options)
         else:
             ledger = cls(cache_path, existing, **options)
             ledger._header_written = True
@@ -117,6 +118,10 @@ class Ledger:
     @property
     def range_bytes(self) -> int:
         return self.record.range_bytes
+
+    @property
+    def group_limit(self) -> int:
+        return self.record.group_limit
 
     def finished(self, split: str) -> set[tuple[int, int]]:
         """The (file, range) of every shard of ``split`` already recorded."""

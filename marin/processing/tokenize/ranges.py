@@ -15,8 +15,10 @@ cache is the same, byte for byte, for any number of workers:
   same rule on its decoded bytes (gzip cannot be entered in the middle; one zstd frame
   cannot either, and most files are one frame);
 * smaller files, and text files (one document each), are grouped whole, consecutive files
-  together until a group reaches a quarter of ``range_bytes`` (small units keep the
-  workers balanced; a group's cost is its files, not its size).
+  together until a group reaches ``range_bytes`` (a group's cost is its files as well as
+  its bytes: each unit writes two files, whose creation costs as much as encoding tens of
+  kilobytes; the balance at the end of a run is the pool's, whose idle workers encode the
+  batches of the units still being read).
 
 A unit is named by its first file's index and its range in that file: ``(file, range)``,
 the order of the cache's token stream.
@@ -88,12 +90,16 @@ class SplitPlan:
 
 
 def plan_split(split: str, files: Sequence[InputFile], range_bytes: int,
-               finished: set[tuple[int, int]] = frozenset()) -> SplitPlan:
+               finished: set[tuple[int, int]] = frozenset(),
+               group_bytes: int | None = None) -> SplitPlan:
+    """The units of ``files``, those in ``finished`` left out; small files are grouped up
+    to ``group_bytes`` (``range_bytes`` by default; a cache keeps the limit it began with,
+    ``LedgerRecord.group_limit``)."""
     if range_bytes <= 0:
         raise ValueError(f"range_bytes must be positive, got {range_bytes}")
     groups = _row_groups([f.url for f in files if f.size > range_bytes
                           and f.url.endswith(PARQUET_SUFFIXES)])
-    group_limit = max(1, range_bytes // 4)
+    group_limit = max(1, range_bytes if group_bytes is None else group_bytes)
     plan = SplitPlan()
     units: list[Unit] = []
     group: list[int] = []

@@ -126,6 +126,9 @@ class LedgerRecord:
     range_bytes: int = 0
     """The size of the ranges large files are cut into (0: one shard per input file, as
     caches of format 1 have)."""
+    group_bytes: int = 0
+    """The size at which a group of small files closes (0: a quarter of ``range_bytes``, the
+    rule of the caches written before the field was recorded)."""
     splits: dict[str, tuple[ShardRecord, ...]] = field(default_factory=dict)
     complete: bool = False
     finished_at: float = 0.0
@@ -143,6 +146,11 @@ class LedgerRecord:
         return shard_name(shard.file, shard.range)
 
     @property
+    def group_limit(self) -> int:
+        """The bytes of small files grouped into one unit of work (``ranges.plan_split``)."""
+        return self.group_bytes or max(1, self.range_bytes // 4)
+
+    @property
     def totals(self) -> dict[str, SplitTotals]:
         return {split: SplitTotals.of(list(shards)) for split, shards in self.splits.items()}
 
@@ -153,7 +161,8 @@ class LedgerRecord:
 
     def encode(self) -> bytes:
         data = {"format": self.format, "tokenizer": self.tokenizer.__dict__,
-                "range_bytes": self.range_bytes, "complete": self.complete,
+                "range_bytes": self.range_bytes, "group_bytes": self.group_bytes,
+                "complete": self.complete,
                 "finished_at": self.finished_at, "last_run": self.last_run.__dict__,
                 "totals": {k: v.__dict__ for k, v in self.totals.items()},
                 "splits": {k: [s.to_data() for s in v] for k, v in self.splits.items()}}
@@ -175,6 +184,7 @@ class LedgerRecord:
             run = _object(data.get("last_run", {}), "last_run")
             return cls(tokenizer=TokenizerIdentity.from_data(data.get("tokenizer", {})),
                        range_bytes=_count(data.get("range_bytes", 0), "range_bytes"),
+                       group_bytes=_count(data.get("group_bytes", 0), "group_bytes"),
                        splits=decoded, complete=_flag(data.get("complete", False), "complete"),
                        finished_at=_seconds(data.get("finished_at", 0.0), "finished_at"),
                        last_run=RunCounts(_count(run.get("built", 0), "last_run.built"),

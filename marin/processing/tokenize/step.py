@@ -103,7 +103,8 @@ def tokenize(config: TokenizeConfig) -> LedgerRecord:
     splits = {"train": list_inputs(config.train_paths)}
     if config.validation_paths:
         splits["validation"] = list_inputs(config.validation_paths)
-    plans = [plan_split(split, files, ledger.range_bytes, ledger.finished(split))
+    plans = [plan_split(split, files, ledger.range_bytes, ledger.finished(split),
+                        ledger.group_limit)
              for split, files in splits.items()]
     units = [u for plan in plans for u in plan.units]
     streams = [s for plan in plans for s in plan.streams]

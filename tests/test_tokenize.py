@@ -123,6 +123,29 @@ def test_undecodable_bytes_are_replaced_counted_and_reported(tmp_path: Path, cap
     assert read_cache_stats(str(tmp_path / "cache")).replaced_bytes == 3
 
 
+def test_json_lines_read_as_the_standard_library_reads_them(tmp_path: Path):
+    """Lines a strict parser refuses (bytes that are not UTF-8, NaN, an integer past 64
+    bits, an escaped lone surrogate) give the documents ``json.loads`` gives, each invalid
+    byte and lone surrogate replaced by U+FFFD and counted."""
+    lines = [b'{"text": "plain words"}', b'{"text": "caf\xc3\xa9 \xff end"}',
+             b'{"text": "not a number", "score": NaN}',
+             b'{"text": "big", "id": 123456789012345678901234567890}',
+             b'{"text": "half \\ud800 a pair"}', b'{"id": 1, "text": "last"}']
+    (tmp_path / "odd.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    ledger = tokenize(TokenizeConfig(train_paths=(str(tmp_path / "odd.jsonl"),),
+                                     cache_path=str(tmp_path / "cache"), num_processes=1))
+    texts = [json.loads(line.decode("utf-8", errors="replace"))["text"] for line in lines]
+    texts[4] = texts[4].replace("\ud800", "\ufffd")  # no encoder takes a lone surrogate
+    encoding = load_encoder("gpt2").encoding
+    expected = []
+    for text in texts:
+        expected += [*encoding.encode_ordinary(text), encoding.eot_token]
+    dataset = TokenCacheDataset(str(tmp_path / "cache"), seq_len=4, record_read=False)
+    assert ledger.totals["train"].replaced_bytes == 2  # the byte 0xff, the surrogate
+    assert ledger.totals["train"].documents == len(lines)
+    assert dataset.tokens(0, dataset.total_tokens).tolist() == expected
+
+
 def test_empty_files_are_skipped_and_counted(tmp_path: Path):
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "full.txt").write_text("To be, or not to be")

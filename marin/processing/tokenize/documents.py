@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from marin.processing.tokenize.inputs import PARQUET_SUFFIXES, TEXT_SUFFIXES, InputError
 from marin.processing.tokenize.ranges import Unit
@@ -27,7 +31,8 @@ __all__ = ["DecodeCounter", "jsonl_documents", "read_documents", "unit_documents
 
 @dataclass
 class DecodeCounter:
-    """Counts bytes that were not valid UTF-8 and were replaced by U+FFFD."""
+    """Counts bytes that were not valid UTF-8 and were replaced by U+FFFD (and the lone
+    surrogates of JSON escapes, one each)."""
 
     replaced: int = 0
 
@@ -99,12 +104,14 @@ def jsonl_documents(data: bytes, path: str, text_field: str, counter: DecodeCoun
         if not line or line.isspace():
             continue
         try:
-            record = json.loads(_decode(line, counter))
-        except json.JSONDecodeError as e:
-            where = _position(path, lines, i, base, first_line)
-            raise InputError(f"{path}, {where}: not valid JSON ({e.msg} at column "
-                             f"{e.colno}); fix or remove that line") from None
+            record, slow = orjson.loads(line), False
+        except orjson.JSONDecodeError:  # the standard library's reading, and its message
+            record, slow = None, True
+        if record is None:
+            record, slow = _parse_slowly(line, counter, path, lines, i, base, first_line), True
         text = record.get(text_field) if isinstance(record, dict) else None
+        if slow and isinstance(text, str):
+            text = _without_lone_surrogates(text, counter)
         if not isinstance(text, str):
             where = _position(path, lines, i, base, first_line)
             has = (f"its fields are {', '.join(map(repr, record))[:200]}"
@@ -112,6 +119,30 @@ def jsonl_documents(data: bytes, path: str, text_field: str, counter: DecodeCoun
             raise InputError(f"{path}, {where}: no string field {text_field!r} ({has}); set "
                              "text_field to the field that holds the text")
         yield text
+
+
+def _parse_slowly(line: bytes, counter: DecodeCounter, path: str, lines: list[bytes],
+                  index: int, base: int, first_line: int | None) -> Any:
+    """A line orjson refused, or whose value is null: what the standard library reads
+    (bytes that are not UTF-8 replaced and counted, NaN, integers past 64 bits, lone
+    surrogates), or an error naming the line."""
+    try:
+        return json.loads(_decode(line, counter))
+    except json.JSONDecodeError as e:
+        where = _position(path, lines, index, base, first_line)
+        raise InputError(f"{path}, {where}: not valid JSON ({e.msg} at column "
+                         f"{e.colno}); fix or remove that line") from None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_lone_surrogates(text: str, counter: DecodeCounter) -> str:
+    """``text`` with each lone surrogate (a JSON escape such as ``\\ud800``, which no
+    UTF-8 text holds and no encoder takes) replaced by U+FFFD and counted."""
+    replaced, count = _LONE_SURROGATE.subn("\ufffd", text)
+    counter.replaced += count
+    return replaced
 
 
 def _position(path: str, lines: list[bytes], index: int, base: int,

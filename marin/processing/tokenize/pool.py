@@ -9,7 +9,8 @@ plain files, row groups, groups of small files). The reader decodes one stream a
 other and keeps at most ``2 * workers`` chunks waiting, so memory stays bounded whatever
 the file sizes. A worker that finds no unit to take while others are still being read
 (the end of a run, or a reader behind the workers) encodes their batches instead
-(``shard.Helpers``), so every core is busy to the end.
+(``shard.Helpers``): once no unit waits to be taken, the units being read queue their
+batches a few ahead, so every core is busy to the end.
 
 The encoders do their work in Rust with Python's GIL released (tiktoken's
 ``encode_to_numpy``, Hugging Face tokenizers), and hand back one buffer per batch
@@ -55,7 +56,6 @@ class _Work:
         self._capacity = capacity
         self._streaming = streaming
         self._reading = 0  # units taken and not finished
-        self._idle = 0  # workers waiting for something to take
         self._cond = threading.Condition()
         self.stop = threading.Event()
 
@@ -75,9 +75,7 @@ class _Work:
                     return self._batches.popleft()
                 if not self._streaming and not self._reading:
                     return None
-                self._idle += 1
                 self._cond.wait(0.5)
-                self._idle -= 1
             return None
 
     def unit_done(self) -> None:
@@ -86,8 +84,11 @@ class _Work:
             self._cond.notify_all()
 
     def offer(self, texts: list[str]) -> Batch | None:
+        """Share the batch once no unit waits to be taken: a worker that finishes its unit
+        then finds it queued, rather than waiting for the next one to be read."""
         with self._cond:
-            if self._idle <= len(self._batches) or self.stop.is_set():
+            if (self._units or self._loaded or len(self._batches) >= self._capacity
+                    or self.stop.is_set()):
                 return None
             batch = Batch(texts)
             self._batches.append(batch)

@@ -16,7 +16,9 @@ there while this thread reads on; the shard's bytes are the same whoever encodes
 Design note: ranges are cut by the file alone, so a run ends with fewer ranges left than
 workers: with 21 ranges on two workers, one sat idle for the whole of the last range,
 a tenth of the run. Idle workers now take batches of the ranges still being read, and a
-run's last range is encoded by every core.
+run's last range is encoded by every core. A batch is queued a few ahead of the one being
+written (``window``): handing one over only to a worker idle at that moment left the helper
+waiting while the reading thread encoded its own, about half of the last range.
 """
 
 from __future__ import annotations
@@ -89,10 +91,11 @@ class Batch:
 
 
 class Helpers(Protocol):
-    """Workers with nothing to do, that encode batches of other units."""
+    """Workers with nothing else to do, that encode batches of other units."""
 
     def offer(self, texts: list[str]) -> Batch | None:
-        """The batch handed to an idle worker, or None when no worker is idle."""
+        """The batch queued for a worker that finds nothing else to take, or None when
+        this thread should encode it now."""
         ...
 
     def reclaim(self, batch: Batch) -> bool:
@@ -122,18 +125,20 @@ def tokenize_unit(unit: Unit, settings: ShardSettings, stop: threading.Event | N
             total += len(tokens)
 
         def drain(everything: bool) -> None:
-            """Write the finished batches at the head; with ``everything``, or when too
-            many wait, the head too: encoded here unless a helper has begun it."""
+            """Write the finished batches at the head. When the head is still being
+            encoded elsewhere and too many wait (or ``everything``), encode here a batch of
+            this unit that no helper has begun, the newest first; wait only when none is
+            left."""
             while pending:
                 head = pending[0]
-                if isinstance(head, Batch):
-                    if not head.done() and not everything and len(pending) < window:
+                if isinstance(head, Batch) and not head.done():
+                    if not everything and len(pending) < window:
                         return
-                    if helpers is not None and helpers.reclaim(head):
-                        head.run(encoder.encode_documents)
-                    head = head.result()
+                    if not _encode_one(pending, helpers, encoder.encode_documents):
+                        head.result()  # every batch begun: wait for the head
+                    continue
                 pending.popleft()
-                write(head)
+                write(head.result() if isinstance(head, Batch) else head)
 
         def flush(texts: list[str]) -> None:
             if stop is not None and stop.is_set():
@@ -174,3 +179,15 @@ def tokenize_unit(unit: Unit, settings: ShardSettings, stop: threading.Event | N
                        input=unit.paths[0], documents=documents, tokens=total,
                        bytes=text_bytes, empty_documents=empty,
                        replaced_bytes=counter.replaced, dtype=dtype.str)
+
+
+def _encode_one(pending: collections.deque[Encoded | Batch], helpers: Helpers | None,
+                encode: Callable[[list[str]], Encoded]) -> bool:
+    """Encode, in this thread, the newest batch of ``pending`` that no helper has begun;
+    False when there is none."""
+    for item in reversed(pending):
+        if isinstance(item, Batch) and not item.done() and (
+                helpers is None or helpers.reclaim(item)):
+            item.run(encode)
+            return True
+    return False

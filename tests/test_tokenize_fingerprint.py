@@ -72,3 +72,29 @@ def test_bucket_inputs_are_fingerprinted_by_the_stores_checksum(store: str, tmp_
     assert fingerprint_inputs([f"{bucket}/in/*.jsonl"]) == first
     upload(json.dumps({"text": "two"}).encode() + b"\n")
     assert fingerprint_inputs([f"{bucket}/in/*.jsonl"]) != first
+
+
+def test_a_local_folder_lists_what_fsspecs_find_lists(tmp_path: Path):
+    """Local folders are listed with os.scandir; the files and sizes are fsspec's own
+    ``find``'s (the reference), so fingerprints do not move: nested folders, hidden files,
+    links to a file, to a folder (not followed) and to nowhere, other suffixes."""
+    import fsspec
+
+    root = tmp_path / "corpus"
+    (root / "a" / "b").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "far.txt").write_text("far away")
+    (root / "one.txt").write_text("one")
+    (root / ".hidden.jsonl").write_text('{"text": "h"}\n')
+    (root / "a" / "b" / "deep.jsonl").write_text('{"text": "deep"}\n')
+    (root / "a" / "notes.csv").write_text("x,y\n")
+    (root / "a" / "link.txt").symlink_to(tmp_path / "elsewhere" / "far.txt")
+    (root / "a" / "folder.txt").symlink_to(tmp_path / "elsewhere")
+    (root / "a" / "broken.txt").symlink_to(tmp_path / "nowhere.txt")
+    fs = fsspec.filesystem("file")
+    expected = sorted((p, info["size"]) for p, info in fs.find(str(root), detail=True).items()
+                      if p.endswith((".txt", ".jsonl")))
+    listed = [(f.url, f.size) for f in list_inputs([str(root)])]
+    assert listed == expected
+    assert (str(root / "a" / "link.txt"), len("far away")) in listed  # the target's size
+    assert all(f.checksum is None for f in list_inputs([str(root)]))

@@ -16,9 +16,9 @@ there while this thread reads on; the shard's bytes are the same whoever encodes
 Design note: ranges are cut by the file alone, so a run ends with fewer ranges left than
 workers: with 21 ranges on two workers, one sat idle for the whole of the last range,
 a tenth of the run. Idle workers now take batches of the ranges still being read, and a
-run's last range is encoded by every core. A batch is queued a few ahead of the one being
-written (``window``): handing one over only to a worker idle at that moment left the helper
-waiting while the reading thread encoded its own, about half of the last range.
+run's last range is encoded by every core. Batches are queued up to eight ahead of the one
+being written (``window``): handing one over only to a worker idle at that moment left the
+helper waiting while the reading thread encoded its own, about half of the last range.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def tokenize_unit(unit: Unit, settings: ShardSettings, stop: threading.Event | N
     counter = DecodeCounter()
     offsets: list[np.ndarray] = []
     total = documents = empty = text_bytes = 0
-    window = 4  # batches read ahead of the one being written
+    window = 8  # batches read ahead of the one being written
     pending: collections.deque[Encoded | Batch] = collections.deque()
     base = join_url(settings.cache_path, unit.split, shard_name(unit.file, unit.range))
     with atomic_write(f"{base}.tokens") as out:

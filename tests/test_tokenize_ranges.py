@@ -195,9 +195,10 @@ def test_a_killed_tokenize_resumes_redoing_only_its_unfinished_ranges(tmp_path: 
 
 def test_a_cache_begun_before_group_bytes_resumes_with_the_groups_it_began_with(
         tmp_path: Path):
-    """Caches begun before the ledger recorded ``group_bytes`` grouped small files to a
-    quarter of ``range_bytes``. Resuming one keeps that rule: a finished group (file,
-    range) names the same files in the rerun, none is skipped or tokenized twice."""
+    """Caches of format 2, before the ledger recorded ``group_bytes``, grouped small files
+    to a quarter of ``range_bytes``. Resuming one keeps that rule: a finished group (file,
+    range) names the same files in the rerun, none is skipped or tokenized twice. New
+    ledgers are format 3, which code that knows only format 2 refuses."""
     corpus = tmp_path / "texts"
     corpus.mkdir()
     docs = paragraphs(300)
@@ -206,12 +207,14 @@ def test_a_cache_begun_before_group_bytes_resumes_with_the_groups_it_began_with(
     config = dict(train_paths=(str(corpus),), num_processes=2, range_bytes=RANGE)
     new = tokenize(TokenizeConfig(cache_path=str(tmp_path / "new"), **config))
     assert new.group_bytes == RANGE
+    assert json.loads((tmp_path / "new" / "ledger.json").read_bytes())["format"] == 3
 
     old = tmp_path / "old"  # an empty ledger as the code before the field wrote it
     old.mkdir()
     identity = TokenizerIdentity.from_data(load_encoder("gpt2").identity())
     raw = json.loads(LedgerRecord(identity, RANGE).encode())
     del raw["group_bytes"]
+    raw["format"] = 2
     (old / "ledger.json").write_text(json.dumps(raw))
     quarter = tokenize(TokenizeConfig(cache_path=str(old), **config))
     assert quarter.group_limit == RANGE // 4

@@ -124,14 +124,18 @@ def jsonl_documents(data: bytes, path: str, text_field: str, counter: DecodeCoun
 def _parse_slowly(line: bytes, counter: DecodeCounter, path: str, lines: list[bytes],
                   index: int, base: int, first_line: int | None) -> Any:
     """A line orjson refused, or whose value is null: what the standard library reads
-    (bytes that are not UTF-8 replaced and counted, NaN, integers past 64 bits, lone
-    surrogates), or an error naming the line."""
+    (bytes that are not UTF-8 replaced and counted, NaN, lone surrogates), or an error
+    naming the line."""
     try:
         return json.loads(_decode(line, counter))
     except json.JSONDecodeError as e:
         where = _position(path, lines, index, base, first_line)
         raise InputError(f"{path}, {where}: not valid JSON ({e.msg} at column "
                          f"{e.colno}); fix or remove that line") from None
+    except RecursionError:
+        where = _position(path, lines, index, base, first_line)
+        raise InputError(f"{path}, {where}: JSON nested too deep to read; fix or remove "
+                         "that line") from None
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

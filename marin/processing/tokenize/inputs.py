@@ -93,20 +93,30 @@ def _matches(pattern: str) -> list[tuple[str, dict[str, Any]]]:
 def _local_files(folder: str) -> list[tuple[str, dict[str, Any]]]:
     """What fsspec's local ``find(folder, detail=True)`` lists, as (path, {"size"}): every
     entry below ``folder`` that is not a folder (links are not followed into folders; a
-    link's size is its target's, 0 when broken), from ``os.scandir`` at a fifth of the cost
-    (a folder of 1,000 files: 2 ms rather than 11)."""
+    link's size is its target's, 0 when broken; a file removed meanwhile is left out), from
+    ``os.scandir`` at a fifth of the cost (a folder of 1,000 files: 2 ms rather than 11).
+    One difference, on purpose: a folder that cannot be read is an error naming it, where
+    fsspec leaves its files out of the corpus without a word."""
     out = []
     pending = [folder]
     while pending:
-        with os.scandir(pending.pop()) as entries:
+        current = pending.pop()
+        try:
+            entries = os.scandir(current)
+        except OSError as e:
+            raise InputError(f"input folder {current!r} cannot be read ({e.strerror}); fix "
+                             "its permissions or leave it out of the inputs") from None
+        with entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(entry.path)
                     continue
                 try:
                     size = entry.stat().st_size
-                except OSError:  # a broken link
-                    size = 0
+                except FileNotFoundError:
+                    if not entry.is_symlink():  # removed since the folder was read
+                        continue
+                    size = 0  # a broken link
                 out.append((entry.path, {"size": size}))
     return out
 

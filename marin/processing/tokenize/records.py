@@ -9,8 +9,11 @@ count that is not an integer, nesting too deep to parse, an integer out of range
 ``CacheError`` in one line naming the file, never an ``AttributeError`` or a
 ``RecursionError`` further on.
 
-Two formats read: 2 (written now: shards listed per split with their file and range) and
-1 (shards keyed ``shard-00003``, one per input file); caches of format 1 read unchanged.
+Three formats read: 3 (written now), 2 (shards listed per split with their file and
+range) and 1 (shards keyed ``shard-00003``, one per input file); caches of formats 1 and 2
+read unchanged. Format 3 adds ``group_bytes``, the size small files are grouped to, which
+format 2 fixed at a quarter of ``range_bytes``: code that reads only format 2 would resume
+a format-3 build with other groups, so it refuses the file instead.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 __all__ = ["FORMAT_VERSION", "CacheError", "LedgerRecord", "RunCounts", "ShardRecord",
            "SplitTotals", "TokenizerIdentity", "decode_shards", "parse_json", "shard_name"]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _MAX_COUNT = 2**63 - 1
 _FIGURES = ("documents", "tokens", "bytes", "empty_documents", "replaced_bytes")
 
@@ -128,7 +131,7 @@ class LedgerRecord:
     caches of format 1 have)."""
     group_bytes: int = 0
     """The size at which a group of small files closes (0: a quarter of ``range_bytes``, the
-    rule of the caches written before the field was recorded)."""
+    rule of format 2)."""
     splits: dict[str, tuple[ShardRecord, ...]] = field(default_factory=dict)
     complete: bool = False
     finished_at: float = 0.0
@@ -175,8 +178,8 @@ class LedgerRecord:
         try:
             data = _object(data, "the ledger")
             version = data.get("format")
-            if version not in (1, FORMAT_VERSION):
-                raise _Invalid(f"format is {version!r}, not 1 or {FORMAT_VERSION}")
+            if version not in (1, 2, FORMAT_VERSION):
+                raise _Invalid(f"format is {version!r}, not 1, 2 or {FORMAT_VERSION}")
             splits = _object(data.get("splits", {}), "splits")
             decoded = {_text(split, "a split name"): (_v1_shards if version == 1 else
                                                        decode_shards)(shards, split)

@@ -10,7 +10,7 @@ other and keeps at most ``2 * workers`` chunks waiting, so memory stays bounded 
 the file sizes. A worker that finds no unit to take while others are still being read
 (the end of a run, or a reader behind the workers) encodes their batches instead
 (``shard.Helpers``): once no unit waits to be taken, the units being read queue their
-batches a few ahead, so every core is busy to the end.
+batches up to eight ahead, so every core is busy to the end.
 
 The encoders do their work in Rust with Python's GIL released (tiktoken's
 ``encode_to_numpy``, Hugging Face tokenizers), and hand back one buffer per batch

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from marin.export.protected import check_unprotected
 from marin.export.run import ExportError
 from marin.storage.files import is_local, local_path
 
@@ -30,10 +31,13 @@ __all__ = ["check_destination", "new_folder"]
 
 def check_destination(destination: str, force: bool = False) -> str:
     """The absolute path of ``destination``; ``ExportError`` when it cannot take an export
-    (not local, a link, a file, or a folder with files and no ``force``)."""
+    (not local, a link, a file, under a file, a folder with files and no ``force``, or a
+    step output, attempt or prefix records folder, inside one or holding one:
+    ``marin.export.protected``)."""
     target = _local(destination)
     if os.path.lexists(target) and not os.path.isdir(target):
         raise ExportError(f"OUT {destination} exists and is not a folder: choose another OUT")
+    check_unprotected(target, destination)
     if not force and os.path.isdir(target) and any(os.scandir(target)):
         raise ExportError(f"OUT {destination} exists and is not empty: choose another OUT, "
                           "or pass --force to replace it")
@@ -45,8 +49,12 @@ def new_folder(destination: str, force: bool = False) -> Iterator[Path]:
     """A scratch folder whose files become ``destination`` when the block ends cleanly."""
     target = check_destination(destination, force)
     parent, name = os.path.split(target)
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
+    except OSError as e:
+        raise ExportError(f"OUT {destination}: cannot create a folder in {parent} "
+                          f"({e.strerror}); choose another OUT") from None
     try:
         yield Path(scratch)
         _sync(scratch)

@@ -6,6 +6,10 @@ its model at a committed checkpoint.
     run.tokenizer              # "gpt2", or the path of the tokenizer.json folder
     model, step = restore_model(run, step=None)   # the newest committed checkpoint
 
+A damaged newest ``step_N.ref`` (the marker an executor's attempt publishes a checkpoint
+by) is refused rather than passed over for an older step; an explicit ``step`` exports
+that one.
+
 Design note: the trainer records nothing beside its checkpoints but ``metrics.jsonl`` and
 ``summary.json``; the step's config (``TrainLmConfig``: model, optimizer, steps, cache,
 tokenizer) is what the executor writes to ``.executor_info`` when the step starts. The
@@ -19,15 +23,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from marin.execution.status import INFO_FILE, CorruptRecordError, decode_info, info_path
 from marin.models.config import TransformerConfig
+from marin.execution.shared import MARKER_SUFFIX
+from marin.storage import get_storage
 from marin.storage.files import exists, join_url, open_url
 from marin.training.hyperparameters import OptimizerHyperparameters
 
 __all__ = ["ExportError", "TrainedRun", "checkpoint_root", "read_run", "restore_model"]
+
+_REF = re.compile(rf"^step_(\d+){re.escape(MARKER_SUFFIX)}$")
 
 
 class ExportError(ValueError):
@@ -104,7 +113,10 @@ def restore_model(run: TrainedRun, step: int | None = None) -> tuple[Any, int]:
     # Opening checkpoints creates their folder: a run that has none is left untouched.
     checkpoints = Checkpoints(root, asynchronous=False) if exists(root) else None
     try:
+        refs = _published_refs(root) if checkpoints is not None else {}  # listed first
         steps = checkpoints.steps() if checkpoints is not None else []
+        if step is None:
+            _refuse_damaged_newest(run, refs, steps)
         if not steps:
             raise ExportError(f"{run.path} has no committed checkpoint under {root}: the run "
                               "saved none yet; export it once it has (its last step always "
@@ -112,8 +124,9 @@ def restore_model(run: TrainedRun, step: int | None = None) -> tuple[Any, int]:
         if step is None:
             step = steps[-1]
         elif step not in steps:
-            raise ExportError(f"{run.path} has no committed checkpoint at step {step}; it has "
-                              f"{', '.join(map(str, steps))}: pass one of them to --step")
+            damaged = f" ({refs[step]} is damaged)" if step in refs else ""
+            raise ExportError(f"{run.path} has no committed checkpoint at step {step}{damaged}; "
+                              f"it has {', '.join(map(str, steps))}: pass one of them to --step")
         model = TransformerLM.init(run.model, key=jax.random.PRNGKey(run.seed))
         tx, _ = build_optimizer(run.optimizer, run.train_steps,
                                 eqx.filter(model, eqx.is_inexact_array))
@@ -126,6 +139,30 @@ def restore_model(run: TrainedRun, step: int | None = None) -> tuple[Any, int]:
         if checkpoints is not None:
             checkpoints.close()
     return model, step
+
+
+def _published_refs(root: str) -> dict[int, str]:
+    """Step -> path of every ``step_N.ref`` under ``root``: the checkpoints an executor's
+    attempts published to the run's shared folder (``marin.execution.shared``)."""
+    found = {}
+    for name in get_storage(root).list_dir(root):
+        match = _REF.match(name)
+        if match:
+            found[int(match.group(1))] = join_url(root, name)
+    return found
+
+
+def _refuse_damaged_newest(run: TrainedRun, refs: dict[int, str], steps: list[int]) -> None:
+    """A published ref newer than every complete checkpoint is damaged (unreadable, or
+    leading to no complete checkpoint): the newest checkpoint is not the one to export."""
+    newest = max(refs, default=None)
+    if newest is None or newest in steps or (steps and newest < steps[-1]):
+        return
+    older = (f"the newest intact one is step {steps[-1]}: pass --step {steps[-1]} to export "
+             "it" if steps else "no other is intact")
+    raise ExportError(f"{refs[newest]} is damaged (it leads to no complete checkpoint), so "
+                      f"the run's newest checkpoint, step {newest}, cannot be exported; "
+                      f"{older}, or restore the ref")
 
 
 def _record(cls: type, data: Any, where: str, field_path: str) -> Any:

@@ -196,3 +196,31 @@ def test_without_prefix_the_executors_default_prefix_is_served(tmp_path: Path,
     expected = str(tmp_path / "elsewhere") if from_env else str(tmp_path / "local_store")
     assert f"marin dashboard for {expected} at http://127.0.0.1:" in line, (
         line, proc.stderr.read())
+
+
+def test_names_that_are_not_utf8_are_shown_escaped_and_their_links_work(ran):
+    prefix, keys = ran
+    out = os.fsencode(prefix / keys["data/words"])
+    Path(os.fsdecode(os.path.join(out, b"bad\xff.txt"))).write_bytes(b"odd name")
+    os.mkdir(os.path.join(out, b"sub\xfe"))
+    Path(os.fsdecode(os.path.join(out, b"sub\xfe", b"x.txt"))).write_bytes(b"odd folder")
+    odd_step = os.path.join(os.fsencode(prefix), b"data", b"wo\xffrds-1234abcd")
+    os.mkdir(odd_step)
+    os.link(os.path.join(out, b".executor_status"), os.path.join(odd_step, b".executor_status"))
+    with running_dashboard(str(prefix)) as url:
+        pages = {p: get(url + p) for p in (f"/steps/{keys['data/words']}", "/storage",
+                                            "/experiments/all", "/")}
+        for page, (status, body, _) in pages.items():
+            _no_500(status, body, page)
+            assert status == 200, page
+        step_page = pages[f"/steps/{keys['data/words']}"][1]
+        assert r"bad\xff.txt" in step_page and r"sub\xfe/x.txt" in step_page
+        files = {unescape(h) for h in re.findall(r'href="(/file\?[^"]*)"', step_page)}
+        served = {get(url + h)[1] for h in files if "%F" in h}
+        assert served == {"odd name", "odd folder"}
+        for page in ("/storage", "/experiments/all"):
+            assert r"data/wo\xffrds-1234abcd" in pages[page][1], page
+            [href] = {unescape(h) for h in re.findall(r'href="(/steps/data/wo[^"]*)"',
+                                                      pages[page][1]) if "rds-1234abcd" in h}
+            status, body, _ = get(url + href)
+            assert status == 200 and r"<h1>data/wo\xffrds-1234abcd" in body, page

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -45,6 +45,14 @@ from starlette.templating import Jinja2Templates
 from marin.dashboard import pages
 from marin.dashboard.config import DashboardConfig
 from marin.dashboard.formatting import fmt_num, fmt_seconds, fmt_time
+from marin.dashboard.names import (
+    path_tail,
+    query_param,
+    query_params,
+    shown,
+    shown_json,
+    url_part,
+)
 from marin.dashboard.reader import DashboardError, PrefixReader
 from marin.dashboard.storage import storage_page
 from marin.execution.errors import one_line
@@ -108,7 +116,9 @@ class _Dashboard:
                                           fmt_seconds=fmt_seconds,
                                           fmt_num=fmt_num, poll=config.poll_seconds,
                                           profiling=pages.profiling_available())
-        self.templates.env.filters.update(step_href=step_href, inv_href=inv_href)
+        self.templates.env.filters.update(step_href=step_href, inv_href=inv_href,
+                                          urlencode=lambda value: url_part(value, safe="/"))
+        self.templates.env.finalize = shown  # a name that is not UTF-8 is printed escaped
 
     async def _io(self, fn: Callable[..., T], *args: Any) -> T:
         try:
@@ -133,24 +143,24 @@ class _Dashboard:
         return self._page(request, "experiments.html", **data)
 
     async def experiment(self, request: Request) -> Response:
-        inv = request.path_params["inv"]
+        inv = path_tail(request, "/experiments/")
         data = await self._io(pages.experiment_page, self.reader, inv,
-                              request.query_params.get("state"),
-                              request.query_params.get("all") == "1")
+                              query_param(request, "state"),
+                              query_param(request, "all") == "1")
         return self._page(request, "experiment.html", **data)
 
     async def api_states(self, request: Request) -> Response:
         inv = request.path_params["inv"]
         data = await self._io(pages.live_states, self.reader, inv)
-        return JSONResponse(data)
+        return JSONResponse(shown_json(data))
 
     async def step(self, request: Request) -> Response:
-        data = await self._io(pages.step_page, self.reader, request.path_params["key"])
+        data = await self._io(pages.step_page, self.reader, path_tail(request, "/steps/"))
         return self._page(request, "step.html", **data)
 
     async def file(self, request: Request) -> Response:
-        key = request.query_params.get("step", "")
-        sub = request.query_params.get("path", "")
+        key = query_param(request, "step", "")
+        sub = query_param(request, "path", "")
         content, media = await self._io(pages.step_file, self.reader, key, sub)
         headers = {"X-Content-Type-Options": "nosniff",
                    "Content-Security-Policy": PLOT_POLICY if media == "text/html"
@@ -160,34 +170,34 @@ class _Dashboard:
         return Response(content, media_type=media, headers=headers)
 
     async def runs(self, request: Request) -> Response:
-        data = await self._io(pages.runs_page, self.reader, request.query_params.get("exp"),
-                              request.query_params.getlist("run"))
+        data = await self._io(pages.runs_page, self.reader, query_param(request, "exp"),
+                              query_params(request, "run"))
         return self._page(request, "runs.html", **data)
 
     async def api_metrics(self, request: Request) -> Response:
         data = await self._io(pages.metrics_json, self.reader,
-                              request.query_params.getlist("run"))
-        return JSONResponse(data)
+                              query_params(request, "run"))
+        return JSONResponse(shown_json(data))
 
     async def studies(self, request: Request) -> Response:
-        data = await self._io(pages.studies_page, self.reader, request.query_params.get("exp"))
+        data = await self._io(pages.studies_page, self.reader, query_param(request, "exp"))
         return self._page(request, "studies.html", **data)
 
     async def study(self, request: Request) -> Response:
         data = await self._io(pages.study_page, self.reader,
-                              request.query_params.get("step", ""))
+                              query_param(request, "step", ""))
         return self._page(request, "study.html", **data)
 
     async def caches(self, request: Request) -> Response:
-        data = await self._io(pages.caches_page, self.reader, request.query_params.get("exp"))
+        data = await self._io(pages.caches_page, self.reader, query_param(request, "exp"))
         return self._page(request, "caches.html", **data)
 
     async def traces(self, request: Request) -> Response:
-        data = await self._io(pages.traces_page, self.reader, request.query_params.get("exp"))
+        data = await self._io(pages.traces_page, self.reader, query_param(request, "exp"))
         return self._page(request, "traces.html", **data)
 
     async def storage(self, request: Request) -> Response:
-        data = await self._io(storage_page, self.reader, request.query_params.get("exp"))
+        data = await self._io(storage_page, self.reader, query_param(request, "exp"))
         return self._page(request, "storage.html", **data)
 
     # -- errors --------------------------------------------------------------------------
@@ -247,18 +257,18 @@ async def _in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
 
 def step_href(key: str) -> str:
     """The address of a step's page (each part of its key percent-encoded)."""
-    return "/steps/" + quote(key, safe="/")
+    return "/steps/" + url_part(key, safe="/")
 
 
 def inv_href(invocation_id: str) -> str:
-    return "/experiments/" + quote(invocation_id, safe="")
+    return "/experiments/" + url_part(invocation_id)
 
 
 def attachment(name: str) -> str:
     """A Content-Disposition that downloads ``name``, whatever its characters."""
     plain = "".join(c if c.isascii() and c.isprintable() and c not in '"\\;' else "_"
                     for c in name) or "file"
-    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name, safe='')}"
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{url_part(name)}"
 
 
 def same_site(path: str) -> str:

@@ -15,12 +15,12 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import quote
 
 from marin.dashboard.bounded import read_head
 from marin.dashboard.formatting import fmt_seconds
 from marin.dashboard.layout import NODE_H, NODE_W, layout_graph
 from marin.dashboard.metrics import METRICS, read_curves
+from marin.dashboard.names import url_part
 from marin.dashboard.outputs import (
     IMAGE_TYPES,
     OutputIndex,
@@ -353,7 +353,7 @@ def render_markdown(text: str, key: str) -> str:
                 if target and "://" not in target and not target.startswith(("/", "#",
                                                                               "mailto:")):
                     sub = target.split("#")[0].lstrip("./")
-                    child.attrSet(attr, f"/file?step={quote(key)}&path={quote(sub)}")
+                    child.attrSet(attr, f"/file?step={url_part(key)}&path={url_part(sub)}")
     return md.renderer.render(tokens, md.options, {})
 
 

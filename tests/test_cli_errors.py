@@ -85,6 +85,44 @@ def test_a_cycle_is_one_line(tmp_path: Path):
                         str(experiment)), "cycle")
 
 
+@pytest.mark.parametrize("value, field, words", [
+    ("10**5000", "config['value']", "an integer of about 5001 digits"),
+    ("-(10**5000)", "config['value']", "an integer of about 5001 digits"),
+    ("[1, {'x': 10**5000}]", "config['value'][1]['x']", "an integer of about 5001 digits"),
+    ("{10**5000: 1}", "config['value'] (a dict key)", "an integer of about 5001 digits"),
+    ("'\\ud800'", "config['value']", "lone surrogate"),
+    ("{'ok': ['x', 'a\\udcffb']}", "config['value']['ok'][1]", "lone surrogate"),
+    ("{'\\ud800': 1}", "config['value'] (a dict key)", "lone surrogate"),
+    ("print", "config['value']", "a callable (print)"),
+])
+def test_a_config_value_with_no_json_form_names_the_step_and_the_field(tmp_path: Path, value,
+                                                                       field, words):
+    experiment = tmp_path / "odd.py"
+    experiment.write_text(
+        "from marin.execution import ExecutorStep, executor_main\n"
+        "def fn(config): pass\n"
+        f"steps = [ExecutorStep('data/odd', fn, {{'value': {value}}})]\n"
+        "if __name__ == '__main__':\n"
+        "    executor_main(steps)\n")
+    for command in ([MARIN, "executor", "--prefix", str(tmp_path / "p"), str(experiment)],
+                    [sys.executable, str(experiment), "--prefix", str(tmp_path / "p")]):
+        _one_line_error(run(*command), f"error: {field}: ", words, "(in step 'data/odd')")
+        assert not (tmp_path / "p").exists()
+
+
+def test_an_unversioned_value_too_long_to_record_fails_its_step_naming_the_field(
+        tmp_path: Path):
+    experiment = tmp_path / "odd.py"
+    experiment.write_text(
+        "from marin.execution import ExecutorStep, unversioned\n"
+        "def fn(config): pass\n"
+        "steps = [ExecutorStep('data/odd', fn, {'value': unversioned(10**5000)})]\n")
+    out = run(MARIN, "executor", "--json", "--prefix", str(tmp_path / "p"), str(experiment))
+    [step] = json.loads(out.stdout)["result"]["steps"]
+    assert step["state"] == "failed", step
+    assert "config['value']: an integer of about 5001 digits" in step["error"]
+
+
 def test_a_status_path_that_is_a_folder_is_one_line(tmp_path: Path):
     plan = run(MARIN, "executor", "--dry-run", "--json", "--prefix", str(tmp_path), HELLO)
     first = json.loads(plan.stdout)["steps"][0]["output_path"]

@@ -169,10 +169,42 @@ def child_path(path: str, kind: Kind, key: Any) -> str:
     if kind is Kind.RECORD:
         return f"{path}.{key}"
     if kind is Kind.MAPPING:
-        return f"{path}[{key!r}]"
+        return f"{path}[{_key_text(key)}]"
     if kind is Kind.SEQUENCE:
         return f"{path}[{key}]"
     return f"{path}{{}}"
+
+
+#: No int of at most this many bits has more digits than Python writes as text by default
+#: (4300, ``sys.set_int_max_str_digits``): only larger ones need ``long_int_problem``.
+SHORT_INT_BITS = 14000
+
+
+def long_int_problem(value: int, path: str | None, what: str = "") -> str | None:
+    """Why the int ``value`` at ``path`` cannot be written as JSON (too many digits for
+    Python to write as text), or None when it can."""
+    if value.bit_length() <= SHORT_INT_BITS:
+        return None
+    try:
+        str(value)
+    except ValueError:
+        return (f"{path}{what}: an integer of about {_digits(value)} digits, more than the "
+                f"{sys.get_int_max_str_digits()} Python writes as text, cannot be written; "
+                "pass it as a string, or as a float if an approximation will do")
+    return None
+
+
+def _digits(value: int) -> int:
+    return int(value.bit_length() * 0.30103) + 1
+
+
+def _key_text(key: Any) -> str:
+    try:
+        return repr(key)
+    except ValueError:  # an int too long to write as text
+        if isinstance(key, int):
+            return f"<an int of about {_digits(key)} digits>"
+        return f"<a {type(key).__name__}>"
 
 
 def rebuild(value: Any, kind: Kind, items: list[tuple[Any, Any, Any]]) -> Any:

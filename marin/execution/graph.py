@@ -21,7 +21,12 @@ from typing import Any
 
 from marin.execution.config_tree import ConfigStructureError, iter_leaves, map_leaves
 from marin.execution.diff import diff_versions
-from marin.execution.hashing import canonical_json, canonicalize, version_hash
+from marin.execution.hashing import (
+    UnhashableConfigError,
+    canonical_json,
+    canonicalize,
+    version_hash,
+)
 from marin.execution.step import (
     ExecutorStep,
     OutputPathOf,
@@ -274,7 +279,7 @@ def _make_node(step: ExecutorStep, dep_steps: list[ExecutorStep], unwaited: froz
                                                if id(d) not in unwaited}
     try:
         config = canonicalize(step.config, lambda s: node_by_step[id(s)].key)
-    except ConfigStructureError as e:
+    except (ConfigStructureError, UnhashableConfigError) as e:
         raise e.in_step(step.name) from None
     version = {"name": step.name, "config": config}
     digest = version_hash(canonical_json(version))

@@ -25,7 +25,7 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
-from marin.execution.config_tree import ConfigVisitor, Kind
+from marin.execution.config_tree import SHORT_INT_BITS, ConfigVisitor, Kind, long_int_problem
 from marin.execution.step import (
     ExecutorStep,
     OutputPathOf,
@@ -38,7 +38,11 @@ UNVERSIONED_MARKER = "$unversioned"
 
 
 class UnhashableConfigError(TypeError):
-    """A config value has no canonical form; the message names its dotted path."""
+    """A config value has no canonical form; the message opens with its dotted path (and
+    ends with the step, once ``in_step`` added it)."""
+
+    def in_step(self, name: str) -> UnhashableConfigError:
+        return UnhashableConfigError(f"{self} (in step {name!r})")
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -67,7 +71,11 @@ class _Canonicalizer(ConfigVisitor[Any]):
 
     def visit(self, value: Any, path: str | None = "config") -> Any:
         kind = type(value)  # the common leaves first: most of a config is numbers and text
-        if kind is str or kind is int or kind is bool or value is None:
+        if kind is str:
+            return _checked_text(value, path)
+        if kind is int:
+            return value if value.bit_length() <= SHORT_INT_BITS else _checked_int(value, path)
+        if kind is bool or value is None:
             return value
         if kind is float:
             return _canonical_float(value)
@@ -91,10 +99,12 @@ class _Canonicalizer(ConfigVisitor[Any]):
         return {"$this_output": value.sub}  # ThisOutputPath
 
     def leaf(self, value: Any, path: str | None) -> Any:
-        if isinstance(value, (bool, str)):
+        if isinstance(value, bool):
             return value
+        if isinstance(value, str):
+            return _checked_text(value, path)
         if isinstance(value, int):
-            return int(value)
+            return int(_checked_int(value, path))
         if isinstance(value, float):
             return _canonical_float(value)
         if isinstance(value, enum.Enum):
@@ -118,7 +128,7 @@ class _Canonicalizer(ConfigVisitor[Any]):
         if kind is Kind.SET:  # sorted, so that neither insertion order nor hash seed counts
             return {"$set": sorted((result for _, _, result in items), key=canonical_json)}
         if all(isinstance(key, str) for key, _, _ in items):
-            return {key: result for key, _, result in items}
+            return {_checked_text(key, path, " (a dict key)"): result for key, _, result in items}
         pairs = [[_canonical_key(key, str(path)), result] for key, _, result in items]
         return {"$items": sorted(pairs, key=lambda kv: canonical_json(kv[0]))}
 
@@ -129,13 +139,45 @@ def _canonical_float(value: float) -> Any:
     return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
 
 
+def _checked_int(value: int, path: str | None, what: str = "") -> int:
+    """``value``, or an ``UnhashableConfigError`` when it is too long to write as JSON."""
+    problem = long_int_problem(value, path, what)
+    if problem is not None:
+        raise UnhashableConfigError(problem)
+    return value
+
+
+def _checked_text(value: str, path: str | None, what: str = "") -> str:
+    """``value``, or an ``UnhashableConfigError`` when UTF-8 cannot encode it (a lone
+    surrogate such as ``"\\ud800"``, or a file name's undecodable byte)."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UnhashableConfigError(
+            f"{path}{what}: the text {_clip(value)} holds {value[e.start]!r} at position "
+            f"{e.start}, a lone surrogate that UTF-8 cannot encode, so it has no canonical "
+            "form; pass valid Unicode text (bytes that are not text as bytes)") from None
+    return value
+
+
+def _clip(value: str, limit: int = 40) -> str:
+    text = ascii(value)
+    return text if len(text) <= limit else f"{text[:limit - 4]}...{text[-1]}"
+
+
 def _canonical_key(key: Any, path: str) -> Any:
     if isinstance(key, float) and math.isnan(key):
         raise UnhashableConfigError(
             f"{path}: a dict key is NaN, which never equals itself and has no canonical form; "
             "use a string key instead"
         )
-    if key is None or isinstance(key, (bool, int, float, str)):
+    if isinstance(key, str):
+        return _checked_text(key, path, " (a dict key)")
+    if isinstance(key, int) and not isinstance(key, bool):
+        return _checked_int(key, path, " (a dict key)")
+    if key is None or isinstance(key, (bool, float)):
         return _canonical_float(key) if isinstance(key, float) else key
     if isinstance(key, enum.Enum):
         return _canonical_key(key.value, path)

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from marin.execution.config_tree import ConfigVisitor, Kind
+from marin.execution.config_tree import ConfigVisitor, Kind, long_int_problem
 from marin.execution.experiments import EXPERIMENT_MODULE_PREFIX
 from marin.execution.json_report import json_key
 from marin.execution.lease import host_name
@@ -152,8 +152,10 @@ def encode_info(info: dict[str, Any]) -> bytes:
     records become objects, sets sorted arrays, enums their values, anything else with no
     JSON form its ``repr``; a NaN or infinite float, which JSON has no number for, is
     written as its ``repr`` too (``"nan"``, ``"inf"``, ``"-inf"``)."""
-    return json.dumps(_InfoData().visit(info, None), indent=1, sort_keys=True,
-                      allow_nan=False).encode()
+    data = _InfoData().visit({k: v for k, v in info.items() if k != "config"}, None)
+    if "config" in info:  # walked with its field paths, which a refusal names
+        data["config"] = _InfoData().visit(info["config"], "config")
+    return json.dumps(data, indent=1, sort_keys=True, allow_nan=False).encode()
 
 
 def decode_info(raw: bytes) -> dict[str, Any]:
@@ -174,6 +176,9 @@ class _InfoData(ConfigVisitor[Any]):
     def leaf(self, value: Any, path: str | None) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
             return repr(float(value))
+        problem = long_int_problem(value, path) if isinstance(value, int) else None
+        if problem is not None:  # too long to write as text: refused, naming the field
+            raise ValueError(problem)
         if value is None or isinstance(value, (str, int, float)):
             return value  # json writes these, their subclasses (IntEnum, StrEnum) included
         if isinstance(value, enum.Enum):

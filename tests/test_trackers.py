@@ -1,5 +1,6 @@
 """Trackers on one small training run: W&B's run file, TensorBoard's event files and the
-JSON tracker's lines hold what metrics.jsonl holds; a broken tracker changes nothing."""
+JSON tracker's lines hold what metrics.jsonl holds; a broken tracker changes nothing; a
+command-line override takes bare tracker names as Python does."""
 
 from __future__ import annotations
 
@@ -7,13 +8,20 @@ import dataclasses
 import json
 import logging
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from marin import registry
+from marin.execution import ExecutorStep, this_output_path
+from marin.execution.graph import StepOrder
+from marin.execution.overrides import apply_overrides
 from marin.trackers import TrackerConfig
 from marin.training import TrainingConfigError, train_lm
+from tests.conftest import ROOT
 from tests.helpers.distributions import make_distribution
 from tests.helpers.training import tiny_config
 from tests.helpers.wandb_records import wandb_history
@@ -192,3 +200,66 @@ def test_trackers_move_no_key(cache: Path, tmp_path: Path):
     with_trackers = dataclasses.replace(config, trackers=[TrackerConfig("json")])
     assert canonical_json(canonicalize(config, str)) == \
         canonical_json(canonicalize(with_trackers, str))
+
+
+PROBE = """
+from pathlib import Path
+from marin.execution import ExecutorStep, executor_main, this_output_path
+from marin.training import train_lm
+from tests.helpers.training import tiny_config
+steps = [ExecutorStep("train/probe", train_lm,
+                      tiny_config(Path({cache!r}), Path("unused"), output_path=this_output_path()))]
+if __name__ == "__main__":
+    executor_main(steps)
+"""
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ('["json", "tensorboard"]', [TrackerConfig("json"), TrackerConfig("tensorboard")]),
+    ('["json", {"type": "wandb", "project": "iso"}]',
+     [TrackerConfig("json"), TrackerConfig("wandb", project="iso")]),
+    ('[{"type": "tensorboard", "tags": ["a"]}]', [TrackerConfig("tensorboard", tags=("a",))]),
+    ("[]", []),
+])
+def test_bare_tracker_names_work_in_command_line_overrides(cache: Path, tmp_path: Path, raw,
+                                                           expected):
+    step = ExecutorStep("train/probe", train_lm,
+                        tiny_config(cache, Path("unused"), output_path=this_output_path()))
+    [overridden] = apply_overrides(StepOrder.of([step]), {"train/probe.trackers": raw}).steps
+    assert overridden.config.trackers == expected
+
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE.format(cache=str(cache)))
+    for command in (["-m", "marin.cli", "executor", "--dry-run", "--prefix",
+                     str(tmp_path / "p"), str(script), "--train/probe.trackers", raw],
+                    [str(script), "--dry-run", "--prefix", str(tmp_path / "p"),
+                     f"--train/probe.trackers={raw}"]):
+        out = subprocess.run([sys.executable, *command], capture_output=True, text=True,
+                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+        assert out.returncode == 0, out.stderr
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reporting:
+    main: TrackerConfig | None = None
+    by_team: dict[str, TrackerConfig] = dataclasses.field(default_factory=dict)
+    pair: tuple[TrackerConfig, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Report:
+    reporting: _Reporting = _Reporting()
+
+
+def test_a_bare_tracker_name_stands_for_its_config_wherever_one_is_declared():
+    step = ExecutorStep("report/x", noop_step, _Report())
+    [overridden] = apply_overrides(StepOrder.of([step]), {
+        "report/x.reporting": '{"main": "wandb", "by_team": {"a": "json"}, '
+                              '"pair": ["tensorboard", {"type": "json", "tags": ["t"]}]}'}).steps
+    assert overridden.config.reporting == _Reporting(
+        TrackerConfig("wandb"), {"a": TrackerConfig("json")},
+        (TrackerConfig("tensorboard"), TrackerConfig("json", tags=("t",))))
+
+
+def noop_step(config) -> None:
+    pass

@@ -5,15 +5,19 @@
     graph = StepGraph.from_order(order, prefix)      # the walk is reused, not repeated
 
 An override names a step and a dotted field path. The value is parsed as YAML and decoded
-by draccus to the field's declared type. The step gets a new config, and every step that
+by draccus to the field's declared type; where a record class declares a
+``BARE_NAME_FIELD``, a bare string stands for the record with that field set, as in Python
+(``--train/tiny.trackers '["json", {"type": "wandb"}]'``: ``TrackerConfig("json")``...). The step gets a new config, and every step that
 depends on it is rebuilt to point at the new one, so hashes change exactly as if the file
 had been edited.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import os
+import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -196,6 +200,37 @@ def _decode(field_type: Any, raw: str, label: str) -> Any:
     import yaml
 
     try:
-        return draccus.decode(field_type, yaml.safe_load(raw))
+        return draccus.decode(field_type, _expand_bare_names(field_type, yaml.safe_load(raw)))
     except Exception as e:
         raise OverrideError(f"override {label}={raw!r}: not a valid {field_type}: {e}") from e
+
+
+def _expand_bare_names(field_type: Any, value: Any) -> Any:
+    """``value`` with every bare name that stands for a record (a ``str`` where a record
+    class with a ``BARE_NAME_FIELD`` is declared) written as that record's fields, as the
+    record class itself reads it in Python: ``"json"`` for ``TrackerConfig("json")``."""
+    origin, args = typing.get_origin(field_type), typing.get_args(field_type)
+    if origin is typing.Union or origin is types.UnionType:
+        options = [a for a in args if a is not type(None)]
+        return _expand_bare_names(options[0], value) if len(options) == 1 else value
+    if dataclasses.is_dataclass(field_type) and isinstance(value, str):
+        bare = getattr(field_type, "BARE_NAME_FIELD", None)
+        return {bare: value} if isinstance(bare, str) else value
+    if dataclasses.is_dataclass(field_type) and isinstance(value, dict):
+        try:
+            hints = typing.get_type_hints(field_type)
+        except (NameError, TypeError):  # annotations that do not resolve: left to draccus
+            return value
+        return {k: _expand_bare_names(hints[k], v) if k in hints else v
+                for k, v in value.items()}
+    if isinstance(value, list) and args and origin in _SEQUENCES:
+        fixed = origin is tuple and Ellipsis not in args  # tuple[A, B]: a type per position
+        return [_expand_bare_names(args[i] if fixed and i < len(args) else args[0], v)
+                for i, v in enumerate(value)]
+    if isinstance(value, dict) and origin in _MAPPINGS and len(args) == 2:
+        return {k: _expand_bare_names(args[1], v) for k, v in value.items()}
+    return value
+
+
+_SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence)
+_MAPPINGS = (dict, collections.abc.Mapping)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["TrackerConfig", "TrackerConfigError", "TrackerRun"]
 
@@ -37,7 +37,13 @@ class TrackerConfig:
         name: the run's name (None: the step's name with its hash).
         tags: labels for the run.
         mode: W&B's mode (None: ``online`` when credentials are set, else ``offline``).
+
+    A bare name stands for ``TrackerConfig(name)``, in Python and in a command-line override
+    (``--train/tiny.trackers '["json", {"type": "wandb", "project": "iso"}]'``): the
+    overrides read ``BARE_NAME_FIELD``.
     """
+
+    BARE_NAME_FIELD: ClassVar[str] = "type"
 
     type: str = "json"
     project: str = "marin"

@@ -7,9 +7,9 @@
 An override names a step and a dotted field path. The value is parsed as YAML and decoded
 by draccus to the field's declared type; where a record class declares a
 ``BARE_NAME_FIELD``, a bare string stands for the record with that field set, as in Python
-(``--train/tiny.trackers '["json", {"type": "wandb"}]'``: ``TrackerConfig("json")``...). The step gets a new config, and every step that
-depends on it is rebuilt to point at the new one, so hashes change exactly as if the file
-had been edited.
+(``--train/tiny.trackers '["json", {"type": "wandb"}]'``: ``TrackerConfig("json")``...).
+The step gets a new config, and every step that depends on it is rebuilt to point at the
+new one, so hashes change exactly as if the file had been edited.
 """
 
 from __future__ import annotations

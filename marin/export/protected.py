@@ -28,20 +28,16 @@ _FIX = "export to a folder of its own, outside every step output and prefix (suc
 def protected_kind(folder: str, names: list[str] | None = None) -> str | None:
     """What ``folder`` is to the executor ("a step output", "an attempt folder", "a
     prefix's .marin records"), or None for a folder of no step. ``names``: its entries,
-    when the caller has listed it already."""
+    when the caller has listed it already (else the records are looked up by name, which
+    needs no right to list the folder)."""
     base = os.path.basename(folder)
     if base == PREFIX_RECORDS:
         return f"a prefix's {PREFIX_RECORDS} records"
     if os.path.basename(os.path.dirname(folder)) == ATTEMPTS_FOLDER:
         return "an attempt folder"
-    if names is None:
-        try:
-            names = os.listdir(folder)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-    if any(name in _OUTPUT_RECORDS for name in names):
-        return "a step output"
-    return None
+    found = (any(os.path.lexists(os.path.join(folder, name)) for name in _OUTPUT_RECORDS)
+             if names is None else any(name in _OUTPUT_RECORDS for name in names))
+    return "a step output" if found else None
 
 
 def check_unprotected(target: str, shown: str) -> None:

@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from marin.execution.shared import MARKER_SUFFIX
 from marin.execution.status import INFO_FILE, CorruptRecordError, decode_info, info_path
 from marin.models.config import TransformerConfig
-from marin.execution.shared import MARKER_SUFFIX
 from marin.storage import get_storage
 from marin.storage.files import exists, join_url, open_url
 from marin.training.hyperparameters import OptimizerHyperparameters

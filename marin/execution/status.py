@@ -151,7 +151,8 @@ def encode_info(info: dict[str, Any]) -> bytes:
     """The JSON of an info record. Configs inside it are walked by ``config_tree``'s rules:
     records become objects, sets sorted arrays, enums their values, anything else with no
     JSON form its ``repr``; a NaN or infinite float, which JSON has no number for, is
-    written as its ``repr`` too (``"nan"``, ``"inf"``, ``"-inf"``)."""
+    written as its ``repr`` too (``"nan"``, ``"inf"``, ``"-inf"``). An int too long for
+    Python to write as text is refused with a ``ValueError`` naming its field."""
     data = _InfoData().visit({k: v for k, v in info.items() if k != "config"}, None)
     if "config" in info:  # walked with its field paths, which a refusal names
         data["config"] = _InfoData().visit(info["config"], "config")

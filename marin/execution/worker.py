@@ -199,8 +199,10 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         if done is not None:
             return done
         pending = read_pending(storage, job.output_path, record) if record else None
-        if pending is not None and _succeeded(blob):
-            drop_pending(storage, job.output_path, pending)  # its SUCCESS was written
+        if pending is not None and (_succeeded(blob) or job.rerun):
+            # Its SUCCESS was written, or a forced run starts afresh (its commit removes
+            # whatever the stopped one moved).
+            drop_pending(storage, job.output_path, pending)
         elif pending is not None:  # a stopped process's commit: finish it, run nothing
             done = _commit(item, started, lambda success: finish_commit(
                 storage, job.output_path, pending, lease, success))

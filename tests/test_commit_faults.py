@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -291,3 +292,31 @@ def test_commit_tree_leaves_exactly_the_attempts_files_and_finishes_when_repeate
     storage.commit_tree(attempt, folder, names, keep)
     outside = {k: v for k, v in _tree(storage, folder).items() if not k.startswith(".attempts/")}
     assert outside == {**NEW, "checkpoints/step.ref": b"shared", ".executor_status": b"record"}
+
+
+def test_a_stopped_commit_whose_attempt_is_gone_is_undone_by_a_fresh_run(tmp_path: Path):
+    run = Run(tmp_path)
+    code, text = run.run(MARIN_FAULT="commit:sigkill")
+    assert code == -signal.SIGKILL, text
+    record = json.loads((run.output / ".executor_commit").read_text())
+    shutil.rmtree(run.output / ".attempts" / record["run_id"])  # removed by hand, say
+    code, text = run.run()
+    assert code == 0, text
+    committed(run)  # the fresh attempt's files only: the stopped commit's first name went
+    assert len(run.completions()) == 2 and not (run.output / ".executor_commit").exists()
+
+
+def test_the_commit_record_round_trips_and_refuses_what_it_cannot_read():
+    from marin.execution.commit import CommitRecord
+    from marin.execution.status import CorruptRecordError
+
+    record = CommitRecord("r1", ("a", "b"), ("checkpoints",), "fp")
+    assert CommitRecord.decode(record.encode()) == record
+    assert record.outputs == ["a", "b", "checkpoints"]
+    data = json.loads(record.encode())
+    for bad in ({**data, "format": 2}, {**data, "names": ["a/b"]}, {**data, "run_id": ""},
+                {k: v for k, v in data.items() if k != "names"}):
+        with pytest.raises(CorruptRecordError):
+            CommitRecord.decode(json.dumps(bad).encode())
+    with pytest.raises(CorruptRecordError):
+        CommitRecord.decode(b"\xff not json")

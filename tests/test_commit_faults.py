@@ -306,6 +306,20 @@ def test_a_stopped_commit_whose_attempt_is_gone_is_undone_by_a_fresh_run(tmp_pat
     assert len(run.completions()) == 2 and not (run.output / ".executor_commit").exists()
 
 
+def test_a_forced_rerun_killed_during_its_commit_is_finished_with_only_its_files(
+        tmp_path: Path):
+    run = Run(tmp_path)
+    code, text = run.run(COMMIT_TEST_FILES="20")
+    assert code == 0, text
+    code, text = run.run("--force-run", "commit/write", MARIN_FAULT="commit:sigkill",
+                         COMMIT_TEST_FILES="5")
+    assert code == -signal.SIGKILL, text
+    code, text = run.run()  # finishes the forced attempt's commit; runs nothing
+    assert code == 0 and "finished the commit of attempt" in text, text
+    committed(run, files=5)
+    assert len(run.completions()) == 2 and not (run.output / ".executor_commit").exists()
+
+
 def test_the_commit_record_round_trips_and_refuses_what_it_cannot_read():
     from marin.execution.commit import CommitRecord
     from marin.execution.status import CorruptRecordError

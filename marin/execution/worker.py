@@ -14,12 +14,10 @@ The protocol, the same for every runner and every storage backend:
    output itself; on an exception write FAILED with the traceback;
 4. confirm the lease (``Lease.confirm``: a read, or a compare-and-swap renewal when the
    record is older than half its ttl): only a holder that still owns it commits
-   (``marin.execution.commit``): the output then holds exactly its attempt's files, and
-   SUCCESS is written. Folders that the attempts share (checkpoints,
-   ``marin.execution.shared``) are already in place: neither the commit nor a resume
-   copies them. A cancellation (a signal) waits for a commit under way; a commit that a
-   killed process began is finished, from its record, by the next holder of the lease
-   before anything else;
+   (``marin.execution.commit``: exactly its attempt's files; a signal waits for it; one a
+   killed process began is finished by the next holder) and writes SUCCESS. Folders that
+   the attempts share (checkpoints, ``marin.execution.shared``) are already in place:
+   neither the commit nor a resume copies them;
 5. release the lease.
 
 Design note: object stores offer no fencing, so an attempt cannot be stopped from writing
@@ -200,9 +198,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
             return done
         pending = read_pending(storage, job.output_path, record) if record else None
         if pending is not None and (_succeeded(blob) or job.rerun):
-            # Its SUCCESS was written, or a forced run starts afresh (its commit removes
-            # whatever the stopped one moved).
-            drop_pending(storage, job.output_path, pending)
+            drop_pending(storage, job.output_path, pending)  # done, or forced to start afresh
         elif pending is not None:  # a stopped process's commit: finish it, run nothing
             done = _commit(item, started, lambda success: finish_commit(
                 storage, job.output_path, pending, lease, success))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.helpers.processes import marin_command
+from tests.helpers.processes import marin_command, wait_stopped
 
 pytestmark = pytest.mark.slow
 
@@ -188,20 +188,11 @@ def test_no_retry_failed_blocks_dependents_and_names_the_flag_used(tmp_path: Pat
     assert _ledger(tmp_path) == Counter({"first": 2, "second": 1})
 
 
-def _wait_stopped(proc: subprocess.Popen, timeout: float = 60) -> None:
-    """Until ``proc`` is stopped (SIGSTOP): state ``T`` in /proc."""
-    deadline = time.monotonic() + timeout
-    while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
-        assert proc.poll() is None, f"executor exited early: {proc.communicate()}"
-        assert time.monotonic() < deadline, "the executor never stopped"
-        time.sleep(0.02)
-
-
 def test_an_executor_stopped_during_its_commit_reports_its_lease_lost(tmp_path: Path):
     files = {"MARIN_TEST_FILES": "3000"}  # a commit of many renames, to stop in the middle
     paused = _start(tmp_path, "--lease-ttl", "2", MARIN_TEST_STOP_AT_COMMIT="1", **files)
     try:
-        _wait_stopped(paused)
+        wait_stopped(paused)
         assert (tmp_path / "stopping").exists()
         taker = _start(tmp_path, **files)
         code, text = _finish(taker)
@@ -213,9 +204,12 @@ def test_an_executor_stopped_during_its_commit_reports_its_lease_lost(tmp_path: 
     assert "lost_lease" in text.lower() or "LOST_LEASE" in text, text
     assert "taken over by another executor" in text, text
     assert "Traceback" not in text and "FileNotFoundError" not in text, text
+    # The taker finished the paused attempt's commit from its record instead of running
+    # the step again: every committed file is the paused attempt's.
     status = _status(tmp_path, "first")
     assert status["status"] == "SUCCESS" and status["pid"] == taker.pid
+    assert _ledger(tmp_path)["first"] == 1
     first = _output(tmp_path, "first")
     assert {(first / f"f{i:05d}").read_text() for i in range(3000)} == {
-        f"{i} of {_pid_of_first(tmp_path, paused.pid)}\n" for i in range(3000)}
+        f"{i} of {paused.pid}\n" for i in range(3000)}
     assert _no_lease_left(tmp_path) and not (first / ".attempts").exists()

@@ -106,6 +106,16 @@ class LeaseRecord:
         return f"{self.owner} on {self.host} (pid {self.pid}), renewed {when}"
 
 
+def takeover_note(record: LeaseRecord, reason: str | None) -> str:
+    """How a take-over is reported, in the dry run and after the run."""
+    if reason == "dead":
+        return f"took over at once the lease of {record.describe()}: that process is gone"
+    if reason == "future":
+        return (f"took over the lease of {record.describe()}: a renewal more than its ttl "
+                "ahead of this clock (clock skew or a hand edit)")
+    return f"took over the stale lease of {record.describe()}"
+
+
 @functools.lru_cache(maxsize=1)
 def host_name() -> str:
     """This machine's host name, read once per process (records are written by the

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from marin.execution._faults import fault_point
 from marin.execution.lease import LeaseRecord
 from marin.execution.status import ATTEMPTS_FOLDER, lease_path
 from marin.execution.step import join_path
@@ -80,6 +81,7 @@ class SharedFolder:
     def publish(self, entry: str, record: dict[str, object]) -> bool:
         """Publish the complete entry ``runs/<run id>/<entry>``; False (nothing written)
         when this attempt no longer holds the lease."""
+        fault_point("publish")
         if not self.holds_lease():
             return False
         storage = self.storage

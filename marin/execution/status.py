@@ -37,7 +37,10 @@ if TYPE_CHECKING:
 STATUS_FILE = ".executor_status"
 INFO_FILE = ".executor_info"
 LEASE_FILE = ".executor_lease"
+COMMIT_FILE = ".executor_commit"
 ATTEMPTS_FOLDER = ".attempts"
+EXECUTOR_NAMES = (STATUS_FILE, INFO_FILE, LEASE_FILE, COMMIT_FILE, ATTEMPTS_FOLDER)
+"""What the executor keeps at the top of a step's output besides the committed files."""
 
 
 def __getattr__(name: str):
@@ -122,6 +125,10 @@ def info_path(output_path: str) -> str:
 
 def lease_path(output_path: str) -> str:
     return join_path(output_path, LEASE_FILE)
+
+
+def commit_path(output_path: str) -> str:
+    return join_path(output_path, COMMIT_FILE)
 
 
 def attempts_folder(output_path: str) -> str:

@@ -13,10 +13,11 @@ The protocol, the same for every runner and every storage backend:
    ``<output>/.attempts/<run id>``, so a paused or killed attempt never writes into the
    output itself; on an exception write FAILED with the traceback;
 4. confirm the lease (``Lease.confirm``: a read, or a compare-and-swap renewal when the
-   record is older than half its ttl): only a holder that still owns it moves
-   its attempt folder into the output (the commit) and writes SUCCESS. Folders that the
-   attempts share (checkpoints, ``marin.execution.shared``) are already in place: neither
-   the commit nor a resume copies them;
+   record is older than half its ttl): only a holder that still owns it commits
+   (``marin.execution.commit``: exactly its attempt's files; a signal waits for it; one a
+   killed process began is finished by the next holder) and writes SUCCESS. Folders that
+   the attempts share (checkpoints, ``marin.execution.shared``) are already in place:
+   neither the commit nor a resume copies them;
 5. release the lease.
 
 Design note: object stores offer no fencing, so an attempt cannot be stopped from writing
@@ -34,9 +35,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from marin.execution._faults import fault_point
+from marin.execution.commit import (
+    CommitRecord,
+    commit_attempt,
+    drop_pending,
+    finish_commit,
+    misdirected_output,
+    read_pending,
+)
 from marin.execution.errors import one_line
 from marin.execution.exit_guard import exit_guard
-from marin.execution.lease import Lease, LeaseRecord
+from marin.execution.lease import Lease, LeaseRecord, takeover_note
 from marin.execution.processes import StepChildren, leave_if_forked
 from marin.execution.shared import published_by, shared_names
 from marin.execution.states import StepState
@@ -44,13 +54,14 @@ from marin.execution.status import (
     StatusRecord,
     attempt_path,
     attempts_folder,
+    commit_path,
     encode_info,
     info_path,
     lease_path,
     status_path,
 )
 from marin.execution.step import join_path
-from marin.storage import Blob, Storage, get_storage, scheme_of
+from marin.storage import Blob, Storage, get_storage
 from marin.storage.files import resolve_under
 
 
@@ -97,6 +108,8 @@ class _Active:
     cancelled: bool = False
     owner: int = field(default_factory=os.getpid)
     """The process that runs the step; a forked copy of it never writes its records."""
+    committed: bool = False
+    """SUCCESS is written: a cancellation leaves the status alone."""
 
 
 class ActiveSteps:
@@ -153,9 +166,9 @@ class ActiveSteps:
             self._changed.wait_for(lambda: self._acquiring == 0, timeout=wait)
             active = list(self._steps.values())
         for item in active:
-            with item.lock:
+            with item.lock:  # held by a commit under way: it ends before this goes on
                 item.cancelled = True
-                if item.lease.held and item.lease.confirm():
+                if not item.committed and item.lease.held and item.lease.confirm():
                     _write_status(item, StepState.CANCELLED, error=reason)
                 item.lease.release()
         return [a.job.key for a in active]
@@ -177,16 +190,32 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         return waiting
     cancelled = StepOutcome(job.key, StepState.CANCELLED)
     try:
-        blob = storage.read(status_path(job.output_path))
+        fault_point("lease")
+        blob, record = storage.read_many([status_path(job.output_path),
+                                          commit_path(job.output_path)])
         done = _finished_elsewhere(job, blob)
         if done is not None:
             return done
+        pending = read_pending(storage, job.output_path, record) if record else None
+        if pending is not None and (_succeeded(blob) or job.rerun):
+            drop_pending(storage, job.output_path, pending)  # done, or forced to start afresh
+        elif pending is not None:  # a stopped process's commit: finish it, run nothing
+            done = _commit(item, started, lambda success: finish_commit(
+                storage, job.output_path, pending, lease, success))
+            if isinstance(done, CommitRecord):
+                storage.delete_tree(attempts_folder(job.output_path))
+                return StepOutcome(job.key, StepState.SUCCEEDED, time.monotonic() - started,
+                                   note=f"finished the commit of attempt {done.run_id}, "
+                                        "whose process stopped during it")
+            if done is not None:
+                return done
         # No status and a lease created afresh: no earlier attempt can have left a folder.
         fresh = blob is None and lease.took_over_from is None
         storage.write(info_path(job.output_path), encode_info(job.info))
         if not active.write_status(item, StepState.RUNNING):
             return cancelled
         lease.start_heartbeat()
+        fault_point("running")
         attempt = attempt_path(job.output_path, job.run_id)
         if job.resume and not _succeeded(blob):  # a rerun of a success starts afresh
             _adopt_latest_attempt(storage, job)
@@ -218,28 +247,16 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
             if not active.write_status(item, StepState.FAILED, error=error):
                 return cancelled
             return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started, error)
-        misdirected = _misdirected_output(attempt)
+        misdirected = misdirected_output(attempt)
         if misdirected is not None:
             if not active.write_status(item, StepState.FAILED, error=misdirected):
                 return cancelled
             return StepOutcome(job.key, StepState.FAILED, time.monotonic() - started, misdirected)
-        moving = time.monotonic()
-        try:
-            outputs = storage.move_tree(attempt, job.output_path)
-            # Shared folders (checkpoints) are in place already: nothing of theirs moves.
-            outputs = sorted({*outputs, *shared_names(storage, job.output_path)})
-        except OSError:
-            # Paused in the middle of the commit past the ttl: the executor that took the
-            # step over committed and removed this attempt's folder under it.
-            if not lease.confirm():
-                return _lost(job, storage, started)
-            raise
-        # A commit that took long (a pause, a slow store) checks the lease again before it
-        # writes SUCCESS over what a new holder may write.
-        if lease.lost or (time.monotonic() - moving > lease.ttl / 4 and not lease.confirm()):
-            return _lost(job, storage, started)
-        if not active.write_status(item, StepState.SUCCEEDED, outputs=outputs):
-            return cancelled  # CANCELLED: the next run redoes the step
+        committed = _commit(item, started, lambda success: commit_attempt(
+            storage, job.output_path, job.run_id, job.code_fingerprint, lease, success))
+        if not isinstance(committed, CommitRecord):
+            return committed or cancelled
+        outputs = committed.outputs
         if outputs or not fresh or job.resume or storage.has_folders:
             storage.delete_tree(attempts_folder(job.output_path))
         notes = [] if outputs else [f"wrote no files under {job.output_path}"]
@@ -251,8 +268,34 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         return StepOutcome(job.key, StepState.SUCCEEDED, time.monotonic() - started,
                            note="; ".join(notes) or None)
     finally:
+        fault_point("release")
         lease.release()
         active.remove(job.key)
+
+
+def _commit(item: _Active, started: float,
+            commit: Callable[[Callable[[CommitRecord], None]], CommitRecord | bool | None]
+            ) -> CommitRecord | StepOutcome | None:
+    """Run ``commit`` (given how to write SUCCESS) with cancellation held off: cancel_all
+    waits, so a signal never leaves half a commit. Its record when done; the outcome when
+    cancelled first or the lease was lost (the attempt stays: the new holder finishes its
+    commit); None when a stopped commit cannot be finished."""
+    job, storage = item.job, item.storage
+    with item.lock:
+        if item.cancelled:
+            return StepOutcome(job.key, StepState.CANCELLED)
+        done = commit(lambda r: _write_success(item, r))
+        if done is None:
+            return _lost(job, storage, started, discard=False)
+        if done is False:
+            return None
+        item.committed = True
+        return done
+
+
+def _write_success(item: _Active, record: CommitRecord) -> None:
+    _write_status(item, StepState.SUCCEEDED, outputs=record.outputs, run_id=record.run_id,
+                  fingerprint=record.code_fingerprint)
 
 
 def _succeeded(blob: Blob | None) -> bool:
@@ -262,35 +305,15 @@ def _succeeded(blob: Blob | None) -> bool:
         return False
 
 
-def _misdirected_output(attempt: str) -> str | None:
-    """On a remote prefix, ``open()`` and ``os.makedirs`` on the step's output path write
-    into a local folder named after the URL (``gs:/bucket/...``) and nothing reaches the
-    bucket: a data loss that would otherwise be recorded as SUCCESS."""
-    if scheme_of(attempt) == "file":
-        return None
-    local = os.path.normpath(attempt)  # what open() makes of "gs://bucket/x": "gs:/bucket/x"
-    if not os.path.exists(local):
-        return None
-    return (f"the step wrote its files to the local folder {os.path.abspath(local)!r}, not to "
-            f"{attempt}: open() and os.makedirs do not understand URLs; write through "
-            "marin.storage.files.open_url (or fsspec) instead")
-
-
-def _lost(job: StepJob, storage: Storage, started: float) -> StepOutcome:
-    storage.delete_tree(attempt_path(job.output_path, job.run_id))
+def _lost(job: StepJob, storage: Storage, started: float, discard: bool = True
+          ) -> StepOutcome:
+    """Lost during its commit (not ``discard``), the attempt stays for its record: the new
+    holder finishes that commit."""
+    if discard:
+        storage.delete_tree(attempt_path(job.output_path, job.run_id))
     return StepOutcome(job.key, StepState.LOST_LEASE, time.monotonic() - started,
                        "the step's lease was taken over by another executor while it ran; "
                        "this attempt's files were discarded, never committed")
-
-
-def takeover_note(record: LeaseRecord, reason: str | None) -> str:
-    """How a take-over is reported, in the dry run and after the run."""
-    if reason == "dead":
-        return f"took over at once the lease of {record.describe()}: that process is gone"
-    if reason == "future":
-        return (f"took over the lease of {record.describe()}: a renewal more than its ttl "
-                "ahead of this clock (clock skew or a hand edit)")
-    return f"took over the stale lease of {record.describe()}"
 
 
 def _adopt_latest_attempt(storage: Storage, job: StepJob) -> None:
@@ -357,10 +380,12 @@ def release_step(output_path: str, run_id: str, reason: str) -> None:
 
 
 def _write_status(item: _Active, status: StepState, error: str | None = None,
-                  tb: str | None = None, outputs: list[str] | None = None) -> None:
+                  tb: str | None = None, outputs: list[str] | None = None,
+                  run_id: str | None = None, fingerprint: str | None = None) -> None:
     leave_if_forked(item.owner)
-    record = StatusRecord.now(status, item.job.run_id, item.job.code_fingerprint, error, tb,
-                              outputs)
+    record = StatusRecord.now(status, run_id or item.job.run_id,
+                              fingerprint if fingerprint is not None
+                              else item.job.code_fingerprint, error, tb, outputs)
     item.storage.write(status_path(item.job.output_path), record.encode())
 
 

@@ -21,9 +21,10 @@ from marin.storage._async import (
 )
 from marin.storage._local import LocalStorage
 from marin.storage._memory import MemoryStorage
-from marin.storage.base import Blob, FileEntry, Storage, StorageError
+from marin.storage.base import Blob, FileEntry, MissingSourceError, Storage, StorageError
 
-__all__ = ["AsyncObjectStorage", "Blob", "FileEntry", "LocalStorage", "MemoryStorage", "Storage",
+__all__ = ["AsyncObjectStorage", "Blob", "FileEntry", "LocalStorage", "MemoryStorage",
+           "MissingSourceError", "Storage",
            "StorageError", "UnknownSchemeError", "UnreachableError", "check_reachable",
            "get_storage", "scheme_of", "split_bucket_url"]
 

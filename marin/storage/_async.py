@@ -8,10 +8,10 @@ asyncio and fsspec are imported when a remote store is first used, not with
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from marin.storage.base import Blob, FileEntry, Storage, StorageError
+from marin.storage.base import Blob, FileEntry, MissingSourceError, Storage, StorageError
 
 
 def split_bucket_url(url: str, scheme: str) -> tuple[str, str]:
@@ -114,6 +114,35 @@ class AsyncObjectStorage(Storage):
             self.fs.rm(files)
         self.fs.invalidate_cache()
         return sorted({f[len(base) + 1:].split("/", 1)[0] for f in files})
+
+    def commit_tree(self, src: str, dst: str, names: Sequence[str],
+                    keep: Callable[[str], bool],
+                    after_each: Callable[[str], None] | None = None) -> None:
+        """Server-side copies, name by name; then one many-object delete of every file of
+        ``dst`` that ``src`` lacks, within the names replaced as well as outside them.
+        ``src`` stays whole: a repeated call copies it again."""
+        base, files = self._files_under(src)
+        by_name: dict[str, list[str]] = {}
+        for f in files:
+            by_name.setdefault(f[len(base) + 1:].split("/", 1)[0], []).append(f)
+        for name in names:
+            if name not in by_name:
+                raise MissingSourceError(f"cannot commit {src}/{name}: the attempt has no "
+                                         "such file or folder any more")
+            self._copy_files(base, by_name[name], dst)
+            if after_each is not None:
+                after_each(name)
+        wanted, chosen = {f[len(base) + 1:] for f in files}, set(names)
+        target, present = self._files_under(dst)
+        stale = []
+        for f in present:
+            relative = f[len(target) + 1:]
+            top = relative.split("/", 1)[0]
+            if not keep(top) and (top not in chosen or relative not in wanted):
+                stale.append(f)
+        if stale:
+            self._delete_keys(stale)
+        self.fs.invalidate_cache()
 
     def copy_tree(self, src: str, dst: str) -> None:
         base, files = self._files_under(src)

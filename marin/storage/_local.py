@@ -16,9 +16,9 @@ import hashlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from marin.storage.base import Blob, FileEntry, Storage, StorageError
+from marin.storage.base import Blob, FileEntry, MissingSourceError, Storage, StorageError
 
 
 def local_path(url: str) -> str:
@@ -106,14 +106,30 @@ class LocalStorage(Storage):
             return []
         os.makedirs(target, exist_ok=True)
         for name in names:
-            new = os.path.join(target, name)
-            if os.path.isdir(new) and not os.path.islink(new):
-                # A folder cannot be replaced in one rename: move the old one aside first.
-                aside = temporary_name(new)
-                os.replace(new, aside)
-                shutil.rmtree(aside, ignore_errors=True)
-            os.replace(os.path.join(source, name), new)
+            _replace(os.path.join(source, name), os.path.join(target, name))
         return names
+
+    def commit_tree(self, src: str, dst: str, names: Sequence[str],
+                    keep: Callable[[str], bool],
+                    after_each: Callable[[str], None] | None = None) -> None:
+        """One rename per name (a folder replaced is moved aside first); the names of
+        ``dst`` that go are removed last, a hidden folder moved aside by a stopped call
+        with them."""
+        source, target = local_path(src), local_path(dst)
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            old, new = os.path.join(source, name), os.path.join(target, name)
+            if os.path.lexists(old):
+                _replace(old, new)
+            elif not os.path.lexists(new):
+                raise MissingSourceError(f"cannot commit {old}: it is in neither {src} nor "
+                                         f"{dst}")
+            if after_each is not None:
+                after_each(name)
+        wanted = set(names)
+        for name in os.listdir(target):
+            if name not in wanted and not keep(name):
+                _remove(os.path.join(target, name))
 
     def copy_tree(self, src: str, dst: str) -> None:
         if os.path.isdir(local_path(src)):
@@ -207,6 +223,25 @@ def _write_new(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
+
+
+def _replace(old: str, new: str) -> None:
+    """Rename ``old`` onto ``new``, whatever ``new`` is (a file, a folder, a link)."""
+    if os.path.isdir(new) and not os.path.islink(new):
+        # A folder cannot be replaced in one rename: move the old one aside first.
+        aside = temporary_name(new)
+        os.replace(new, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    elif os.path.lexists(new) and os.path.isdir(old) and not os.path.islink(old):
+        os.unlink(new)  # a folder cannot be renamed onto a file either
+    os.replace(old, new)
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        _unlink_quietly(path)
 
 
 def _unlink_quietly(path: str) -> None:

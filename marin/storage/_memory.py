@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable, Sequence
 
-from marin.storage.base import Blob, Storage
+from marin.storage.base import Blob, MissingSourceError, Storage
 
 _STORE: dict[str, tuple[bytes, int]] = {}
 _LOCK = threading.Lock()
@@ -74,6 +75,29 @@ class MemoryStorage(Storage):
                 del _STORE[key]
                 _STORE[target + key[len(source):]] = (data, next(_GENERATIONS))
         return sorted({k[len(source):].split("/", 1)[0] for k in moved})
+
+    def commit_tree(self, src: str, dst: str, names: Sequence[str],
+                    keep: Callable[[str], bool],
+                    after_each: Callable[[str], None] | None = None) -> None:
+        source, target = _key(src).rstrip("/") + "/", _key(dst).rstrip("/") + "/"
+        with _LOCK:
+            files = {k[len(source):]: v[0] for k, v in _STORE.items() if k.startswith(source)}
+        for name in names:
+            chosen = {r: d for r, d in files.items() if r.split("/", 1)[0] == name}
+            if not chosen:
+                raise MissingSourceError(f"cannot commit {src}/{name}: the attempt has no "
+                                         "such file or folder any more")
+            with _LOCK:
+                for relative, data in chosen.items():
+                    _STORE[target + relative] = (data, next(_GENERATIONS))
+            if after_each is not None:
+                after_each(name)
+        with _LOCK:
+            for key in [k for k in _STORE if k.startswith(target)]:
+                relative = key[len(target):]
+                top = relative.split("/", 1)[0]
+                if not keep(top) and (top not in names or relative not in files):
+                    del _STORE[key]
 
     def copy_tree(self, src: str, dst: str) -> None:
         source, target = _key(src).rstrip("/") + "/", _key(dst).rstrip("/") + "/"

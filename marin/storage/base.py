@@ -14,7 +14,7 @@ Every backend implements the same few operations with the same guarantees:
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +22,10 @@ from typing import Any
 
 class StorageError(OSError):
     """A storage operation failed; the message names the URL."""
+
+
+class MissingSourceError(StorageError):
+    """A name ``commit_tree`` is to put in place is in neither folder."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,22 @@ class Storage(abc.ABC):
     def move_tree(self, src: str, dst: str) -> list[str]:
         """Move everything under folder ``src`` to the same relative paths under ``dst``,
         replacing what is there; returns the names moved to the top of ``dst``."""
+
+    def commit_tree(self, src: str, dst: str, names: Sequence[str],
+                    keep: Callable[[str], bool],
+                    after_each: Callable[[str], None] | None = None) -> None:
+        """Make ``dst`` hold exactly ``src``'s files: each of ``names`` (the top-level names
+        of ``src`` when the commit began) replaces the same name of ``dst`` whole, and every
+        other top-level name of ``dst`` goes unless ``keep(name)``. ``after_each(name)``
+        runs once each name is in place (it may raise to stop the commit).
+
+        Repeatable: a call stopped at any point (a kill, a crash) and made again with the
+        same arguments finishes the same commit. On disk ``src``'s names are renamed away,
+        so one found only in ``dst`` counts as moved; on object stores ``src`` is copied
+        and left whole for the caller to delete. A name found in neither raises
+        ``MissingSourceError``."""
+        raise StorageError(f"the backend for {dst} cannot commit a step's files: it has no "
+                           "commit_tree (see marin.storage.base.Storage)")
 
     @abc.abstractmethod
     def copy_tree(self, src: str, dst: str) -> None:

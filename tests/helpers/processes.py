@@ -3,6 +3,7 @@
     proc = subprocess.Popen([*marin_command(), "executor", "--prefix", p, EXPERIMENT])
     proc.send_signal(signal.SIGINT)                        # handled as Ctrl-C
     nohup = marin_command(ignoring=(signal.SIGHUP,))       # started as ``nohup marin`` is
+    wait_stopped(proc)                                     # until it stopped itself (SIGSTOP)
 
 A process inherits the signals its parent ignores, and Python installs its Ctrl-C handler
 only when SIGINT is not ignored at start. A test suite run in the background (``cmd &`` in a
@@ -13,8 +14,11 @@ handling first, then ignores the signals in ``ignoring``.
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 from collections.abc import Iterable
+from pathlib import Path
 
 _PROGRAM = """
 import signal
@@ -33,3 +37,12 @@ def marin_command(ignoring: Iterable[int] = ()) -> list[str]:
     follow it."""
     ignored = "".join(f"{int(s)}, " for s in ignoring)
     return [sys.executable, "-c", _PROGRAM.format(ignored=ignored)]
+
+
+def wait_stopped(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Until ``proc`` is stopped (SIGSTOP): state ``T`` in /proc."""
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        assert proc.poll() is None, f"the executor exited early: {proc.communicate()}"
+        assert time.monotonic() < deadline, "the executor never stopped"
+        time.sleep(0.02)

@@ -6,7 +6,7 @@ from step 0. Real processes: ``marin executor`` on ``tests/fixtures/plain_traini
 each killed from inside the process that trains (the executor's own with one host, host 1
 of the gang with two). Which steps a run trained is read from what each process read (one
 record per batch) and from the metrics' times; which step a run resumed from, from its
-output."""
+output. A plain tokenize step killed midway reuses the units it finished."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from marin.execution import Executor, ExecutorStep, resumable
 from marin.execution.status import lease_path
 from marin.execution.step import StepDefinitionError
 from marin.processing.tokenize import TokenizeConfig, tokenize
+from marin.processing.tokenize.ledger import read_ledger
 from marin.training import train_lm
 from tests.conftest import ROOT
+from tests.helpers.corpus import plays
 from tests.fixtures.plain_training import KILL_AFTER, STEPS, training_config
 from tests.helpers.processes import marin_command
 
@@ -145,6 +147,35 @@ def test_resumable_false_starts_a_killed_training_step_from_step_zero(
     assert {s: r["train/loss"] for s, r in metrics.items()} == pytest.approx(reference,
                                                                             rel=1e-6)
     assert "resumed from" not in rerun.stdout
+
+
+def test_a_plain_tokenize_step_killed_midway_reuses_the_units_it_finished(tmp_path: Path):
+    inputs = tmp_path / "plays"
+    inputs.mkdir()
+    for play in plays(6):  # one unit each
+        shutil.copy(play, inputs / f"{play.stem}.txt")
+
+    def run(**env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*marin_command(), "executor", "--prefix", str(tmp_path / "prefix"),
+             "tests.fixtures.plain_tokenize"], cwd=ROOT, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=600,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "MARIN_TEST_INPUT": str(inputs), **env})
+
+    killed = run(MARIN_TEST_KILL_AFTER_UNITS="2")
+    assert killed.returncode == -9, killed.stdout[-3000:]
+    rerun = run()
+    assert rerun.returncode == 0, rerun.stdout[-3000:]
+    [output] = (tmp_path / "prefix" / "tokenized").glob("plain-*")
+    record = read_ledger(str(output))
+    assert (record.last_run.built, record.last_run.reused) == (4, 2)
+    assert "resumed: 2 unit(s) reused from an earlier attempt, 4 to build" in rerun.stdout
+    [done] = [line for line in rerun.stdout.splitlines()
+              if re.search(r"\]\s+done\s+tokenized/plain-", line)]
+    assert "resumed from the files of attempt " in done
+    clean = tokenize(TokenizeConfig(train_paths=(str(inputs),), num_processes=1,
+                                    range_bytes=1, cache_path=str(tmp_path / "clean")))
+    assert record.totals == clean.totals
 
 
 def _plain(config: object) -> None:

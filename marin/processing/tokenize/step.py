@@ -111,8 +111,8 @@ def tokenize(config: TokenizeConfig) -> LedgerRecord:
     reused = sum(p.reused for p in plans)
     if reused:  # the ledger an earlier attempt left (the executor copies it in)
         left = f"{len(units)} to build" if not streams else "the rest to build"
-        logger.info("resumed %s: %d unit(s) reused from an earlier attempt, %s",
-                    config.cache_path, reused, left)
+        logger.info("resumed: %d unit(s) reused from an earlier attempt, %s (%s)", reused,
+                    left, config.cache_path)
     progress = TokenizeProgress(sum(p.weight for p in plans),
                                 None if streams else len(units),
                                 reused, config.progress_seconds)

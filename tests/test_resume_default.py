@@ -30,6 +30,7 @@ from marin.processing.tokenize.ledger import read_ledger
 from marin.training import train_lm
 from tests.conftest import ROOT
 from tests.helpers.corpus import plays
+from tests.fixtures import plain_training
 from tests.fixtures.plain_training import KILL_AFTER, STEPS, training_config
 from tests.helpers.processes import marin_command
 
@@ -117,9 +118,20 @@ def _check_resumed(killed: Killed, rerun: subprocess.CompletedProcess, witness: 
     assert f"resumed from checkpoints/step_{KILL_AFTER:08d}" in done
 
 
+def _planned_reason(prefix: Path, cache: Path, monkeypatch, **env: str) -> str:
+    """Why the dry run runs the step again."""
+    for name, value in {"MARIN_TEST_CACHE": str(cache), **env}.items():
+        monkeypatch.setenv(name, value)
+    [entry] = Executor(str(prefix)).plan(plain_training.steps()).entries
+    assert entry.action == "run"
+    return entry.reason
+
+
 def test_a_plain_training_step_killed_on_one_host_resumes_from_its_checkpoint(
-        one_host: Killed, cache: Path, reference, tmp_path: Path):
+        one_host: Killed, cache: Path, reference, tmp_path: Path, monkeypatch):
     assert one_host.run.returncode == -9, one_host.run.stdout[-3000:]
+    assert _planned_reason(one_host.prefix, cache, monkeypatch).endswith(
+        "; resumes from what the unfinished attempt left")
     rerun = _executor(one_host.prefix, cache, tmp_path / "rerun")
     _check_resumed(one_host, rerun, tmp_path / "rerun", 1, reference, rel=1e-6)
     assert f"resumed from step {KILL_AFTER} (checkpoint " in rerun.stdout  # the trainer's line
@@ -136,8 +148,10 @@ def test_a_plain_training_step_with_a_host_killed_resumes_on_two_hosts(
 
 
 def test_resumable_false_starts_a_killed_training_step_from_step_zero(
-        one_host: Killed, cache: Path, reference, tmp_path: Path):
+        one_host: Killed, cache: Path, reference, tmp_path: Path, monkeypatch):
     prefix = one_host.prefix.parent / "prefix-copy"
+    assert "resumes" not in _planned_reason(prefix, cache, monkeypatch,
+                                            MARIN_TEST_RESUMABLE="false")
     rerun = _executor(prefix, cache, tmp_path / "rerun", MARIN_TEST_RESUMABLE="false")
     assert rerun.returncode == 0, rerun.stdout[-3000:]
     assert min(_read_steps(tmp_path / "rerun", 0)) == 0

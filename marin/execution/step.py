@@ -20,6 +20,9 @@ Placeholders inside it are replaced by concrete paths just before ``fn(config)``
 * ``unversioned(value)`` passes ``value`` through but leaves it out of the hash, as does a
   dataclass field declared with ``unversioned_field(...)``.
 
+A step whose function is declared ``@resumable`` (``train_lm``, ``tokenize``) resumes
+from what an earlier attempt left, unless it says ``resumable=False``.
+
 Marin's spellings (``InputName``, ``OutputName``, ``THIS_OUTPUT_PATH``) name the same
 objects; they live in ``marin.execution.compat``.
 """

@@ -183,7 +183,10 @@ class _Run:
         self.metrics.truncate(start)
         logger.info("resumed from step %d (checkpoint %s)", start,
                     step_folder(self.checkpoints.root, latest))
-        return TrainerState(jnp.asarray(start, jnp.int32), model, opt_state, state.hyper), start
+        step = jax.device_put(jnp.asarray(start, jnp.int32), state.step.sharding)
+        # Every array committed to its devices, as the update's outputs are: a state mixing
+        # committed arrays (restored) with uncommitted ones would compile the update twice.
+        return jax.tree.map(_committed, TrainerState(step, model, opt_state, state.hyper)), start
 
     def train(self, state: TrainerState, data: TokenCacheDataset | MixtureDataset, start: int
               ) -> tuple[TrainerState, float]:
@@ -309,6 +312,10 @@ class _Sharding:
         spec = ("data", None) if len(batch) % self.count == 0 else ()
         sharding = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(*spec))
         return jax.make_array_from_callback(batch.shape, sharding, lambda index: batch[index])
+
+
+def _committed(leaf: Any) -> Any:
+    return jax.device_put(leaf, leaf.sharding) if isinstance(leaf, jax.Array) else leaf
 
 
 def _check_config(config: TrainLmConfig) -> None:

@@ -353,4 +353,4 @@ def test_the_study_steps_that_build_caches_or_train_keep_an_attempts_work(tmp_pa
         if step.name not in seen:
             seen[step.name] = step
             todo.extend(dependencies_of(step))
-    assert seen["study/tokenized"].resumable
+    assert seen["study/tokenized"].resumes

@@ -130,7 +130,7 @@ def test_the_one_builder_serves_train_step_and_checks_options(tmp_path):
     [candidate, *_] = TINY.candidates_for_budget(BUDGETS[0])
     cache = ExecutorStep("tok", fit_study, None)  # any step stands for the cache here
     step = train_step("train/one", cache, candidate, eval_every=3)
-    assert step.resumable
+    assert step.resumes and step.resumable is None  # train_lm declares it
     direct = training_config(candidate, "/some/cache", {"eval_every": 3})
     assert step.config.eval_every == direct.eval_every == 3
     assert (step.config.model, step.config.batch_size, step.config.optimizer) == \

@@ -334,7 +334,7 @@ class _Run:
             code_fingerprint=fingerprint, run_id=self.run_id,
             lease_ttl=self.executor.lease_ttl, poll_interval=self.executor.poll_interval,
             planned_status=entry.status_record, rerun=entry.rerun,
-            resume=node.step.resumable, prefix=self.executor.prefix,
+            resume=node.step.resumes, prefix=self.executor.prefix,
         )
         self.progress.step_started(entry)
         self._submitted.add(node)

@@ -141,6 +141,10 @@ class Plan:
                 "totals": self.totals()}
 
 
+#: Statuses whose step, run again, resumes when it is resumable (ExecutorStep.resumes).
+_UNFINISHED = frozenset({StepState.RUNNING, StepState.FAILED, StepState.CANCELLED})
+
+
 def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOptions) -> Plan:
     nodes = graph.nodes
     _check_folders(nodes, prefix)
@@ -166,6 +170,9 @@ def make_plan(graph: StepGraph, prefix: str, storage: Storage, options: PlanOpti
     _check_outputs([e for e in entries if e.action == "skip" and e.status_record is not None
                     and e.status_record.outputs], storage)
     _resolve_running(running, storage)
+    for entry in entries:  # a new attempt of these starts from what the unfinished one left
+        if entry.action == "run" and entry.status in _UNFINISHED and entry.node.step.resumes:
+            entry.reason += "; resumes from what the unfinished attempt left"
     _explain_new_versions([e for e in entries if e.action == "run" and e.status is None],
                           storage)
     return Plan(prefix, graph, entries)

@@ -20,6 +20,9 @@ Placeholders inside it are replaced by concrete paths just before ``fn(config)``
 * ``unversioned(value)`` passes ``value`` through but leaves it out of the hash, as does a
   dataclass field declared with ``unversioned_field(...)``.
 
+A step whose function is declared ``@resumable`` (``train_lm``, ``tokenize``) resumes
+from what an earlier attempt left, unless it says ``resumable=False``.
+
 Marin's spellings (``InputName``, ``OutputName``, ``THIS_OUTPUT_PATH``) name the same
 objects; they live in ``marin.execution.compat``.
 """
@@ -27,6 +30,7 @@ objects; they live in ``marin.execution.compat``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import unicodedata
 from collections.abc import Callable
@@ -35,6 +39,7 @@ from typing import Any, Generic, TypeVar
 
 ConfigT = TypeVar("ConfigT")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 UNVERSIONED_METADATA_KEY = "marin.unversioned"
 EXTERNAL_METADATA_KEY = "marin.external_path"
@@ -149,6 +154,25 @@ class ComputeEstimate:
                                           f"at least 0, got {value!r}")
 
 
+_RESUMABLE_ATTRIBUTE = "__marin_resumable__"
+
+
+def resumable(fn: F) -> F:
+    """Declare that ``fn`` resumes from what an earlier attempt of its step left (it reads
+    its own output: checkpoints, a ledger of finished shards), so its steps resume by
+    default: ``ExecutorStep(name, fn, config)`` is ``resumable=True`` unless it says
+    ``resumable=False``. Returns ``fn`` itself; a callable class may be decorated too."""
+    setattr(fn, _RESUMABLE_ATTRIBUTE, True)
+    return fn
+
+
+def declares_resumable(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` (or the function a ``functools.partial`` wraps) is ``@resumable``."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, _RESUMABLE_ATTRIBUTE, False) is True
+
+
 @dataclass(frozen=True, eq=False)
 class ExecutorStep(Generic[ConfigT]):
     """One unit of work: ``fn(config)`` with every placeholder in ``config`` resolved.
@@ -164,7 +188,10 @@ class ExecutorStep(Generic[ConfigT]):
         estimate: the step's declared compute, totalled by the dry run.
         resumable: each attempt writes into a folder of its own, committed into the output
             only on success; a resumable step's new attempt starts from a copy of the latest
-            unfinished attempt's files (checkpoints, a token cache's finished shards).
+            unfinished attempt's files and keeps what the attempts published (checkpoints,
+            a token cache's finished shards). None (the default): what ``fn`` declares
+            with ``@resumable`` (``train_lm`` and ``tokenize`` do); False: every attempt
+            starts afresh; True: resume although ``fn`` does not declare it.
     """
 
     name: str
@@ -173,12 +200,22 @@ class ExecutorStep(Generic[ConfigT]):
     description: str | None = None
     resources: StepResources = field(default_factory=StepResources)
     estimate: ComputeEstimate | None = None
-    resumable: bool = False
+    resumable: bool | None = None
 
     def __post_init__(self) -> None:
         check_step_name(self.name)
         if not callable(self.fn):
             raise TypeError(f"ExecutorStep {self.name!r}: fn must be callable, got {self.fn!r}")
+        if not (self.resumable is None or isinstance(self.resumable, bool)):
+            raise StepDefinitionError(
+                f"ExecutorStep {self.name!r}: resumable must be True, False or None (what "
+                f"the function declares), got {self.resumable!r}")
+
+    @property
+    def resumes(self) -> bool:
+        """Whether a new attempt resumes: ``resumable`` when given, else what ``fn``
+        declares (``@resumable``)."""
+        return declares_resumable(self.fn) if self.resumable is None else self.resumable
 
     def with_config(self, config: ConfigT) -> ExecutorStep[ConfigT]:
         return dataclasses.replace(self, config=config)

@@ -48,7 +48,7 @@ from marin.execution.errors import one_line
 from marin.execution.exit_guard import exit_guard
 from marin.execution.lease import Lease, LeaseRecord, takeover_note
 from marin.execution.processes import StepChildren, leave_if_forked
-from marin.execution.shared import published_by, shared_names
+from marin.execution.shared import SharedFolder, published_by, shared_names
 from marin.execution.states import StepState
 from marin.execution.status import (
     StatusRecord,
@@ -217,8 +217,9 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         lease.start_heartbeat()
         fault_point("running")
         attempt = attempt_path(job.output_path, job.run_id)
+        resumed = None
         if job.resume and not _succeeded(blob):  # a rerun of a success starts afresh
-            _adopt_latest_attempt(storage, job)
+            resumed = _adopt_latest_attempt(storage, job)
         elif not fresh:  # a run started afresh does not resume from shared folders either
             for name in shared_names(storage, job.output_path):
                 storage.delete_tree(join_path(job.output_path, name))
@@ -260,6 +261,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         if outputs or not fresh or job.resume or storage.has_folders:
             storage.delete_tree(attempts_folder(job.output_path))
         notes = [] if outputs else [f"wrote no files under {job.output_path}"]
+        notes += [resumed] if resumed else []
         if ended:
             notes.append(f"ended {len(ended)} process(es) the step left running (pids "
                          f"{', '.join(map(str, ended[:5]))}{' ...' if len(ended) > 5 else ''})")
@@ -316,17 +318,22 @@ def _lost(job: StepJob, storage: Storage, started: float, discard: bool = True
                        "this attempt's files were discarded, never committed")
 
 
-def _adopt_latest_attempt(storage: Storage, job: StepJob) -> None:
+def _adopt_latest_attempt(storage: Storage, job: StepJob) -> str | None:
     """Copy an earlier attempt's own files into this one, so a resumable step resumes: the
     attempt that published last to a shared folder (its metrics go with its checkpoints),
     else the newest. A copy, not a move: the earlier attempt may belong to a paused executor
-    that still writes. What the attempts share (``marin.execution.shared``) is not copied."""
+    that still writes. What the attempts share (``marin.execution.shared``) is not copied.
+    Returns what the step resumes from, for its outcome's note (None: nothing)."""
     folder = attempts_folder(job.output_path)
     earlier = sorted(n for n in storage.list_dir(folder) if n != job.run_id)
     publisher = published_by(storage, job.output_path)
     chosen = publisher if publisher in earlier else (earlier[-1] if earlier else None)
     if chosen is not None:
         storage.copy_tree(f"{folder}/{chosen}", attempt_path(job.output_path, job.run_id))
+    kept = [f"{name}/{max(entries)}" for name in shared_names(storage, job.output_path)
+            if (entries := SharedFolder(job.output_path, name, job.run_id).published())]
+    found = kept + ([f"the files of attempt {chosen}"] if chosen is not None else [])
+    return f"resumed from {' and '.join(found)}" if found else None
 
 
 def _acquire_or_finish(item: _Active, active: ActiveSteps) -> StepOutcome | None:

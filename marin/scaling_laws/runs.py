@@ -116,9 +116,9 @@ def describe(candidate: CandidateConfig) -> str:
 
 def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
                **overrides: Any) -> ExecutorStep:
-    """The training step of one candidate on a tokenize step's cache; resumable: a new
-    attempt resumes from the last checkpoint. ``overrides`` are ``TrainLmConfig`` fields,
-    ``train_steps`` and ``batch_size`` included."""
+    """The training step of one candidate on a tokenize step's cache; resumable, as every
+    ``train_lm`` step: a new attempt resumes from the last checkpoint. ``overrides`` are
+    ``TrainLmConfig`` fields, ``train_steps`` and ``batch_size`` included."""
     from marin.training.trainer import train_lm
 
     # By hand, a shorter or smaller run of a candidate is a common wish (a smoke test, a
@@ -126,5 +126,5 @@ def train_step(name: str, tokenized: ExecutorStep, candidate: CandidateConfig,
     shape = {k: overrides.pop(k) for k in ("train_steps", "batch_size") if k in overrides}
     config = dataclasses.replace(training_config(candidate, output_path_of(tokenized),
                                                  overrides), **shape)
-    return ExecutorStep(name, train_lm, config, resumable=True, description=describe(candidate),
+    return ExecutorStep(name, train_lm, config, description=describe(candidate),
                         resources=resources_of(candidate), estimate=estimate_of(candidate))

@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from marin.execution.step import resumable
 from marin.models.transformer import TransformerLM
 from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
 from marin.services.log_service.handler import install_from_env
@@ -99,6 +100,7 @@ def explain_out_of_memory(error: Exception, batch_size: int, devices: int
         "estimates the memory of each candidate")
 
 
+@resumable  # its steps resume by default: a new attempt keeps the published checkpoints
 def train_lm(config: TrainLmConfig) -> RunSummary:
     """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
     install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
@@ -179,9 +181,12 @@ class _Run:
             latest, (state.model, state.opt_state))
         start = int(meta["data_step"])
         self.metrics.truncate(start)
-        logger.info("resumed from %s at step %d", step_folder(self.checkpoints.root, latest),
-                    start)
-        return TrainerState(jnp.asarray(start, jnp.int32), model, opt_state, state.hyper), start
+        logger.info("resumed from step %d (checkpoint %s)", start,
+                    step_folder(self.checkpoints.root, latest))
+        step = jax.device_put(jnp.asarray(start, jnp.int32), state.step.sharding)
+        # Every array committed to its devices, as the update's outputs are: a state mixing
+        # committed arrays (restored) with uncommitted ones would compile the update twice.
+        return jax.tree.map(_committed, TrainerState(step, model, opt_state, state.hyper)), start
 
     def train(self, state: TrainerState, data: TokenCacheDataset | MixtureDataset, start: int
               ) -> tuple[TrainerState, float]:
@@ -307,6 +312,10 @@ class _Sharding:
         spec = ("data", None) if len(batch) % self.count == 0 else ()
         sharding = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(*spec))
         return jax.make_array_from_callback(batch.shape, sharding, lambda index: batch[index])
+
+
+def _committed(leaf: Any) -> Any:
+    return jax.device_put(leaf, leaf.sharding) if isinstance(leaf, jax.Array) else leaf
 
 
 def _check_config(config: TrainLmConfig) -> None:

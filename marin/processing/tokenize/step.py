@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from marin.execution.step import ExecutorStep, this_output_path, unversioned_field
+from marin.execution.step import ExecutorStep, resumable, this_output_path, unversioned_field
 from marin.processing.tokenize.cache import record_usage, remove_partial_files
 from marin.processing.tokenize.encoders import load_encoder
 from marin.processing.tokenize.inputs import fingerprint_inputs, list_inputs
@@ -84,10 +84,10 @@ def tokenize_step(name: str, train_paths: Sequence[str], validation_paths: Seque
     config = TokenizeConfig(train_paths=tuple(train_paths),
                             validation_paths=tuple(validation_paths), tokenizer=tokenizer,
                             input_fingerprint=fingerprint, **options)
-    return ExecutorStep(name, tokenize, config, description=f"tokenize with {tokenizer}",
-                        resumable=True)  # a new attempt keeps the finished shards
+    return ExecutorStep(name, tokenize, config, description=f"tokenize with {tokenizer}")
 
 
+@resumable  # its steps resume by default: a new attempt keeps the finished shards
 def tokenize(config: TokenizeConfig) -> LedgerRecord:
     """Build the cache (or reuse a complete one); returns its ledger."""
     if not isinstance(config.cache_path, str):
@@ -108,9 +108,14 @@ def tokenize(config: TokenizeConfig) -> LedgerRecord:
              for split, files in splits.items()]
     units = [u for plan in plans for u in plan.units]
     streams = [s for plan in plans for s in plan.streams]
+    reused = sum(p.reused for p in plans)
+    if reused:  # the ledger an earlier attempt left (the executor copies it in)
+        left = f"{len(units)} to build" if not streams else "the rest to build"
+        logger.info("resumed: %d unit(s) reused from an earlier attempt, %s (%s)", reused,
+                    left, config.cache_path)
     progress = TokenizeProgress(sum(p.weight for p in plans),
                                 None if streams else len(units),
-                                sum(p.reused for p in plans), config.progress_seconds)
+                                reused, config.progress_seconds)
     settings = ShardSettings(config.cache_path, config.tokenizer, config.text_field,
                              config.batch_size)
     def done(unit: Unit, shard: ShardRecord) -> None:

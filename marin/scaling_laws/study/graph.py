@@ -232,6 +232,7 @@ def _tokenize_step(name: str, label: str, corpus: StudyCorpus, single: bool,
     fingerprint = _fingerprint(corpus)
     if corpus.version:
         fingerprint = f"{fingerprint or ''}+{corpus.version}"
+    # resumable, as every tokenize step (@resumable): a new attempt keeps the finished ranges
     return ExecutorStep(
         f"{name}/tokenized" if single else f"{name}/tokenized/{label}", tokenize,
         TokenizeConfig(train_paths=corpus.train, validation_paths=corpus.validation,
@@ -239,8 +240,7 @@ def _tokenize_step(name: str, label: str, corpus: StudyCorpus, single: bool,
                        else tokenizer, text_field=corpus.text_field,
                        input_fingerprint=fingerprint),
         description="one token cache shared by every run" if single else
-        f"the token cache of {label}, shared by every run that reads it",
-        resumable=True)  # a new attempt keeps the finished ranges
+        f"the token cache of {label}, shared by every run that reads it")
 
 
 def _fingerprint(corpus: StudyCorpus) -> str | None:

@@ -17,6 +17,7 @@ from marin.execution.experiments import Experiment
 from marin.execution.graph import StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.planning import Plan, PlanEntry
+from marin.execution.resuming import resumable
 from marin.execution.states import StepState
 from marin.execution.step import (
     ComputeEstimate,
@@ -24,7 +25,6 @@ from marin.execution.step import (
     StepResources,
     external_path_field,
     output_path_of,
-    resumable,
     this_output_path,
     unversioned,
     unversioned_field,

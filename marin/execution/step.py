@@ -30,16 +30,16 @@ objects; they live in ``marin.execution.compat``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from marin.execution.resuming import declares_resumable
+
 ConfigT = TypeVar("ConfigT")
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
 
 UNVERSIONED_METADATA_KEY = "marin.unversioned"
 EXTERNAL_METADATA_KEY = "marin.external_path"
@@ -152,25 +152,6 @@ class ComputeEstimate:
                     math.isfinite(value) and value >= 0):
                 raise StepDefinitionError(f"ComputeEstimate {name} must be a finite number of "
                                           f"at least 0, got {value!r}")
-
-
-_RESUMABLE_ATTRIBUTE = "__marin_resumable__"
-
-
-def resumable(fn: F) -> F:
-    """Declare that ``fn`` resumes from what an earlier attempt of its step left (it reads
-    its own output: checkpoints, a ledger of finished shards), so its steps resume by
-    default: ``ExecutorStep(name, fn, config)`` is ``resumable=True`` unless it says
-    ``resumable=False``. Returns ``fn`` itself; a callable class may be decorated too."""
-    setattr(fn, _RESUMABLE_ATTRIBUTE, True)
-    return fn
-
-
-def declares_resumable(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` (or the function a ``functools.partial`` wraps) is ``@resumable``."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return getattr(fn, _RESUMABLE_ATTRIBUTE, False) is True
 
 
 @dataclass(frozen=True, eq=False)

@@ -54,7 +54,7 @@ def _gc(prefix: str, outputs: int) -> str:
     storage = get_storage(prefix)
     start = time.perf_counter()
     scan = scan_prefix(prefix)
-    found = collect(scan, [])
+    found = collect(scan, [], older_than=None)
     planned = time.perf_counter() - start
     start = time.perf_counter()
     delete(scan, found)

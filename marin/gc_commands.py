@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import sys
 import time
-import uuid
 
 from rich.console import Console
 
-from marin.execution.gc import Candidate, collect, delete, parse_age
+from marin.execution.gc import GRACE_SECONDS, Candidate, parse_age, run_gc
+from marin.execution.gc_retention import Retention, unknown_keeps
 from marin.execution.gc_scan import scan_prefix
 from marin.execution.pins import PinError, pin, pins, unpin
-from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
+from marin.execution.prefix_guard import GcRefused
 from marin.execution.usage import prefix_usage
 from marin.storage import StorageError, get_storage
 
@@ -41,6 +41,13 @@ def _size(n: float) -> str:
     return f"{n} B"
 
 
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:g}s"
+
+
 def _checked_prefix(prefix: str) -> str | None:
     try:
         if not get_storage(prefix).list_dir(prefix):
@@ -52,41 +59,33 @@ def _checked_prefix(prefix: str) -> str | None:
 
 
 def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
-       wait: float = 60.0) -> int:
+       wait: float = 60.0, keep_last: int = 1) -> int:
     prefix = prefix.rstrip("/")
     error = _checked_prefix(prefix)
     try:
-        age = parse_age(older_than) if older_than is not None else None
+        age = parse_age(older_than) if older_than is not None else GRACE_SECONDS
+        rule = Retention(keep_last, tuple(keep))
     except ValueError as e:
         error = error or str(e)
     if error is not None:
         return _err(error)
     scan = scan_prefix(prefix)
-    unknown = scan.unknown_keeps(keep)
+    unknown = unknown_keeps(scan.invocations, keep)
     if unknown:
         known = sorted({i.experiment for i in scan.invocations})
         return _err(f"--keep {unknown[0]} names no experiment or invocation id under "
                     f"{prefix}/.marin/invocations; the experiments there: "
                     f"{', '.join(known) or 'none'}")
-    skipped: list[str] = []
-    if yes:
-        try:
-            lease = take_prefix_for_gc(prefix, get_storage(prefix),
-                                       f"gc-{uuid.uuid4().hex[:8]}", wait)
-        except GcRefused as e:
-            return _err(str(e))
-        try:  # read again under the lease: executors may have recorded runs meanwhile
-            fresh = scan_prefix(prefix)
-            found, skipped = delete(fresh, collect(fresh, keep, age))
-        finally:
-            lease.release()
-    else:
-        found = collect(scan, keep, age)
+    try:
+        run = run_gc(prefix, rule, age, yes, wait, scan=scan)
+    except GcRefused as e:
+        return _err(str(e))
+    found, skipped = run.found, run.skipped
     total = sum(c.bytes for c in found)
     if as_json:
         print(json.dumps({"prefix": prefix, "dry_run": not yes, "bytes": total,
-                          "candidates": [c.to_json() for c in found], "skipped": skipped},
-                         indent=1))
+                          "candidates": [c.to_json() for c in found], "skipped": skipped,
+                          "older_than": age, "log": run.log}, indent=1))
         return 0
     console = _out()
     verb = "deleted" if yes else "would delete"
@@ -95,7 +94,9 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
     for note in skipped:
         console.print(f"skipped {note}", highlight=False)
     console.print(f"{verb} {len(found)} item(s), {_size(total)}"
-                  + ("" if yes else "; run again with --yes to delete them"), highlight=False)
+                  + ("" if yes else "; run again with --yes to delete them")
+                  + (f"; nothing modified in the last {_age(age)} (--older-than)" if age else "")
+                  + (f"; listed in {run.log}" if run.log else ""), highlight=False)
     return 0
 
 

@@ -1,16 +1,20 @@
 """``marin gc``: what nothing needs under a prefix, listed (a dry run), then deleted.
 
     scan = scan_prefix(prefix)
-    found = collect(scan, keep=[], older_than=None)
+    found = collect(scan, Retention(keep_last=1))   # nothing newer than GRACE_SECONDS
     for item in found: print(item.path, item.bytes, item.reason)
     delete(scan, found)              # under the prefix's gc lease (marin.execution.prefix_guard)
+    run = run_gc(prefix, Retention(), older_than=0, yes=True)   # all of it, in one call
 
 What goes: attempt folders of steps with no live lease (but the attempt whose checkpoints
 a resume would continue from), orbax's temporary folders of saves cut short, checkpoint
 folders that were written but never published (an attempt that lost its lease), and step
-outputs that no kept invocation and no pin references. A step whose lease is live is
-never touched, and each is checked again right before its files go: an output's status
-goes first, so a reader never sees SUCCESS over a half-deleted output.
+outputs that no kept invocation (``marin.execution.gc_retention``) and no pin references.
+Nothing modified in the last ``older_than`` seconds goes (24 hours unless told: a grace
+period, as git's reflog gives). A step whose lease is live is never touched, and each is
+checked again right before its files go: an output's status goes first, so a reader never
+sees SUCCESS over a half-deleted output. Before the deletes begin, every one of them is
+listed in a log under the prefix (``marin.execution.gc_log``).
 
 Design note: the lease, not the status, says whether a step runs. An executor writes
 RUNNING only once it holds the lease and gives the lease up only after the final status,
@@ -23,8 +27,11 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from dataclasses import dataclass
 
+from marin.execution.gc_log import GcLogEntry, write_log
+from marin.execution.gc_retention import Retention, retained_keys, why_unreachable
 from marin.execution.gc_scan import (
     Output,
     Scan,
@@ -35,12 +42,16 @@ from marin.execution.gc_scan import (
     scan_prefix,
     sum_sizes,
 )
+from marin.execution.prefix_guard import take_prefix_for_gc
 from marin.execution.shared import PUBLISHED_BY, RUNS
 from marin.execution.states import StepState
 from marin.execution.status import ATTEMPTS_FOLDER, LEASE_FILE, STATUS_FILE
 from marin.storage import FileEntry, get_storage
 
-__all__ = ["Candidate", "collect", "delete", "parse_age"]
+__all__ = ["GRACE_SECONDS", "Candidate", "GcRun", "collect", "delete", "parse_age", "run_gc"]
+
+#: What gc keeps by default however unreachable: anything modified in the last 24 hours.
+GRACE_SECONDS = 24 * 3600.0
 
 _TMP = ".orbax-checkpoint-tmp"
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
@@ -67,17 +78,24 @@ class Candidate:
 
 
 def parse_age(text: str) -> float:
-    """Seconds in ``30d``, ``12h``, ``90m``, ``2w``; ValueError naming the forms otherwise."""
+    """Seconds in ``30d``, ``12h``, ``90m``, ``2w`` (``0``: any age); ValueError naming the
+    forms otherwise."""
+    if text.strip() == "0":
+        return 0.0
     match = _AGE.match(text.strip())
     if not match:
         raise ValueError(f"--older-than {text!r} is not an age: write a number and a unit, "
-                         "s, m, h, d or w (30d, 12h)")
+                         "s, m, h, d or w (30d, 12h), or 0 for any age")
     return float(match.group(1)) * _SECONDS[match.group(2)]
 
 
-def collect(scan: Scan, keep: list[str], older_than: float | None = None,
+def collect(scan: Scan, keep: Retention | list[str], older_than: float | None = GRACE_SECONDS,
             now: float | None = None) -> list[Candidate]:
-    kept = scan.kept_keys(keep)
+    """What ``scan`` holds that nothing needs: ``keep`` says which invocations are kept (a
+    list: ``Retention(keep=...)``); only what is older than ``older_than`` seconds (None or
+    0: whatever its age)."""
+    rule = keep if isinstance(keep, Retention) else Retention(keep=tuple(keep))
+    kept = retained_keys(scan, rule)
     # Statuses matter only for what gc keeps (a succeeded step's attempts all go): an
     # unreachable output goes whatever its status says, unless its lease is live.
     read_records(get_storage(scan.prefix), scan.prefix,
@@ -88,27 +106,13 @@ def collect(scan: Scan, keep: list[str], older_than: float | None = None,
             continue
         if out.key not in kept:
             found.append(Candidate("output", out.key, out.path, tuple(out.files),
-                                   _why_unreachable(scan, out, keep)))
+                                   why_unreachable(scan, out, rule)))
             continue
         found += _leftovers(scan, out)
-    if older_than is not None:
+    if older_than:
         cutoff = (time.time() if now is None else now) - older_than
         found = [c for c in found if c.newest < cutoff]
     return found
-
-
-def _why_unreachable(scan: Scan, out: Output, keep: list[str]) -> str:
-    naming = sorted((i for i in scan.invocations if out.key in i.keys),
-                    key=lambda i: i.started)
-    if not naming:
-        return "no invocation under .marin/invocations references it, and it is not pinned"
-    last = naming[-1]
-    if keep:
-        return (f"referenced last by invocation {last.id} ({last.experiment}), which --keep "
-                "does not keep")
-    newer = scan.latest_invocations().get(last.identity)
-    return (f"referenced last by invocation {last.id} ({last.experiment}); the experiment's "
-            f"latest invocation {newer.id if newer else '?'} no longer uses it")
 
 
 def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
@@ -165,9 +169,38 @@ def _changed_since(scan: Scan, candidates: list[Candidate]) -> dict[str, Output]
     return {out.key: out for out in changed}
 
 
-def delete(scan: Scan, candidates: list[Candidate]) -> tuple[list[Candidate], list[str]]:
-    """Delete ``candidates``, found in ``scan`` (the caller holds the gc lease): the deleted
-    ones, and a note for each step skipped because it became live since the scan."""
+@dataclass(frozen=True)
+class GcRun:
+    """What one gc found (a dry run) or deleted."""
+
+    found: list[Candidate]
+    """Deleted (``yes``) or to be deleted (a dry run)."""
+    skipped: list[str]
+    """A note for each step left alone because its lease became live since the scan."""
+    log: str | None = None
+    """The log listing the deletions (``marin.execution.gc_log``); None: nothing deleted."""
+
+
+def run_gc(prefix: str, rule: Retention, older_than: float | None = GRACE_SECONDS,
+           yes: bool = False, wait: float = 60.0, scan: Scan | None = None) -> GcRun:
+    """gc of ``prefix``: a dry run (of ``scan`` when given), or with ``yes`` the deletes,
+    under the prefix's gc lease (``GcRefused`` when another gc holds it or an executor
+    keeps planning)."""
+    if not yes:
+        return GcRun(collect(scan or scan_prefix(prefix), rule, older_than), [])
+    lease = take_prefix_for_gc(prefix, get_storage(prefix), f"gc-{uuid.uuid4().hex[:8]}",
+                               wait)
+    try:  # read under the lease: executors may have recorded runs since any earlier scan
+        scan = scan_prefix(prefix)
+        return delete(scan, collect(scan, rule, older_than))
+    finally:
+        lease.release()
+
+
+def delete(scan: Scan, candidates: list[Candidate]) -> GcRun:
+    """Delete ``candidates``, found in ``scan`` (the caller holds the gc lease), once the
+    log lists them: the deleted ones, with a note for each step skipped because it became
+    live since the scan."""
     storage = get_storage(scan.prefix)
     fresh = _changed_since(scan, candidates)
     done, skipped = [], []
@@ -177,8 +210,10 @@ def delete(scan: Scan, candidates: list[Candidate]) -> tuple[list[Candidate], li
             skipped.append(f"{c.output}: its lease is live now; left alone")
         else:
             done.append(c)
+    at = time.time()
+    log = write_log(scan.prefix, storage, [GcLogEntry.of(c, at) for c in done])
     statuses = [f"{c.path}/{STATUS_FILE}" for c in done if c.kind == "output"]
     storage.delete_files(statuses, scan.prefix)  # first: no SUCCESS over a half-deleted output
     storage.delete_files([f.path for c in done for f in c.files
                           if not f.path.endswith("/" + STATUS_FILE)], scan.prefix)
-    return done, skipped
+    return GcRun(done, skipped, log)

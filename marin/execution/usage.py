@@ -35,7 +35,8 @@ class UsageRow:
     bytes: int
     modified: float
     gc_frees: int
-    """Bytes ``marin gc`` (no ``--keep``) would delete from this output."""
+    """Bytes ``marin gc --older-than 0`` (no ``--keep``) would delete from this output (by
+    default gc waits until they are 24 hours old)."""
     status: str | None
 
     @property
@@ -80,7 +81,7 @@ def prefix_usage(prefix: str, scan: Scan | None = None) -> Usage:
     prefix = prefix.rstrip("/")
     scan = scan or scan_prefix(prefix)
     read_records(get_storage(prefix), prefix, list(scan.outputs.values()), (STATUS_FILE,))
-    unreachable = collect(scan, [])
+    unreachable = collect(scan, [], older_than=None)  # whatever its age: gc's grace aside
     frees: Counter[str] = Counter()
     for c in unreachable:
         frees[c.output] += c.bytes

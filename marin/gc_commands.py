@@ -16,7 +16,7 @@ import uuid
 from rich.console import Console
 
 from marin.execution.gc import Candidate, collect, delete, parse_age
-from marin.execution.gc_scan import scan_prefix
+from marin.execution.gc_scan import Scan, prefix_of, scan_prefix
 from marin.execution.pins import PinError, pin, pins, unpin
 from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
 from marin.execution.usage import prefix_usage
@@ -51,9 +51,18 @@ def _checked_prefix(prefix: str) -> str | None:
     return None
 
 
+def _notes(scan: Scan) -> list[str]:
+    """One line for each part of the prefix gc leaves alone, and why."""
+    notes = [f"left alone {n}: a prefix of its own (it holds .marin/); run marin gc "
+             f"--prefix {n} for it" for n in scan.nested]
+    notes += [f"kept every step output: the invocation record {r} is unreadable, so gc "
+              "cannot tell what it names; delete or repair it" for r in scan.unreadable]
+    return notes
+
+
 def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
        wait: float = 60.0) -> int:
-    prefix = prefix.rstrip("/")
+    prefix = prefix_of(prefix)
     error = _checked_prefix(prefix)
     try:
         age = parse_age(older_than) if older_than is not None else None
@@ -69,6 +78,9 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
                     f"{prefix}/.marin/invocations; the experiments there: "
                     f"{', '.join(known) or 'none'}")
     skipped: list[str] = []
+    if yes and scan.unreadable:
+        return _err(f"the invocation record {scan.unreadable[0]} is unreadable, so gc cannot "
+                    "tell what it names; delete or repair it, then run gc --yes again")
     if yes:
         try:
             lease = take_prefix_for_gc(prefix, get_storage(prefix),
@@ -76,8 +88,11 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
         except GcRefused as e:
             return _err(str(e))
         try:  # read again under the lease: executors may have recorded runs meanwhile
-            fresh = scan_prefix(prefix)
-            found, skipped = delete(fresh, collect(fresh, keep, age))
+            scan = scan_prefix(prefix)
+            if scan.unreadable:
+                return _err(f"the invocation record {scan.unreadable[0]} is unreadable; "
+                            "delete or repair it, then run gc --yes again")
+            found, skipped = delete(scan, collect(scan, keep, age))
         finally:
             lease.release()
     else:
@@ -85,8 +100,8 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
     total = sum(c.bytes for c in found)
     if as_json:
         print(json.dumps({"prefix": prefix, "dry_run": not yes, "bytes": total,
-                          "candidates": [c.to_json() for c in found], "skipped": skipped},
-                         indent=1))
+                          "candidates": [c.to_json() for c in found], "skipped": skipped,
+                          "notes": _notes(scan)}, indent=1))
         return 0
     console = _out()
     verb = "deleted" if yes else "would delete"
@@ -94,13 +109,15 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
         console.print(f"{c.path}  {_size(c.bytes)}  {c.kind}: {c.reason}", highlight=False)
     for note in skipped:
         console.print(f"skipped {note}", highlight=False)
+    for note in _notes(scan):
+        console.print(note, highlight=False)
     console.print(f"{verb} {len(found)} item(s), {_size(total)}"
                   + ("" if yes else "; run again with --yes to delete them"), highlight=False)
     return 0
 
 
 def du(prefix: str, as_json: bool) -> int:
-    prefix = prefix.rstrip("/")
+    prefix = prefix_of(prefix)
     error = _checked_prefix(prefix)
     if error is not None:
         return _err(error)

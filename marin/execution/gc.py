@@ -29,13 +29,14 @@ from marin.execution.gc_scan import (
     Output,
     Scan,
     confined,
+    inside,
     newest_time,
     read_records,
     record_file,
     scan_prefix,
     sum_sizes,
 )
-from marin.execution.shared import PUBLISHED_BY, RUNS
+from marin.execution.shared import PUBLISHED_BY, RUNS, adopted_attempt, published_by
 from marin.execution.states import StepState
 from marin.execution.status import ATTEMPTS_FOLDER, LEASE_FILE, STATUS_FILE
 from marin.storage import FileEntry, get_storage
@@ -114,14 +115,16 @@ def _why_unreachable(scan: Scan, out: Output, keep: list[str]) -> str:
 def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
     """Attempt folders, temporary and unpublished checkpoint folders of a kept output."""
     groups: dict[tuple[str, str], list[FileEntry]] = {}
-    resumes_from = _publisher(scan.prefix, out)
     succeeded = out.status is not None and out.status.status is StepState.SUCCEEDED
+    resumes_from = _adopted(scan.prefix, out) if out.resumes and not succeeded else None
     for entry in out.files:
         parts = entry.path[len(out.path) + 1:].split("/")
         if parts[0] == ATTEMPTS_FOLDER and len(parts) > 2:
             if succeeded or parts[1] != resumes_from:
                 groups.setdefault(("attempt", "/".join(parts[:2])), []).append(entry)
             continue
+        if inside(f"{out.key}/{'/'.join(parts)}", scan.copies):
+            continue  # a copy of an output inside this one: kept whole, whatever it holds
         tmp = next((i for i, p in enumerate(parts) if _TMP in p), None)
         if tmp is not None:
             groups.setdefault(("orbax-tmp", "/".join(parts[:tmp + 1])), []).append(entry)
@@ -138,22 +141,32 @@ def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
             for (kind, rel), files in sorted(groups.items(), key=lambda g: g[0][1])]
 
 
-def _publisher(prefix: str, out: Output) -> str | None:
-    """The attempt a resume of ``out`` continues from (``marin.execution.shared``)."""
-    for path in confined(prefix, [f.path for f in out.files
-                                  if f.path.endswith("/" + PUBLISHED_BY)]):
-        blob = get_storage(path).read(path)
-        return blob.data.decode().strip() if blob is not None else None
-    return None
+def _adopted(prefix: str, out: Output) -> str | None:
+    """The attempt a resume of ``out`` adopts (``adopted_attempt``, the worker's rule), from
+    the listing: its attempts, and the shared folders a ``.published_by`` shows."""
+    attempts, shared = set(), []
+    for entry in out.files:
+        parts = entry.path[len(out.path) + 1:].split("/")
+        if parts[0] == ATTEMPTS_FOLDER and len(parts) > 2:
+            attempts.add(parts[1])
+        elif len(parts) == 2 and parts[1] == PUBLISHED_BY and not parts[0].startswith("."):
+            if confined(prefix, [entry.path]):
+                shared.append(parts[0])
+    if not attempts:
+        return None
+    return adopted_attempt(sorted(attempts), published_by(get_storage(out.path), out.path,
+                                                          shared))
 
 
-def _changed_since(scan: Scan, candidates: list[Candidate]) -> dict[str, Output]:
+def _changed_since(scan: Scan,
+                   candidates: list[Candidate]) -> tuple[dict[str, Output], list[str]]:
     """The candidates' outputs whose lease may have changed since ``scan``, with their
     leases read again: those where the listing now shows a lease or a status file that
-    changed (a status is rewritten only under the step's lease). One listing of the
-    prefix, few reads."""
+    changed (a status is rewritten only under the step's lease); and the nested prefixes
+    the listing shows now. One listing of the prefix, few reads."""
     storage = get_storage(scan.prefix)
-    now = scan_prefix(scan.prefix, storage, read=False).outputs
+    fresh = scan_prefix(scan.prefix, storage, read=False)
+    now = fresh.outputs
     wanted = {c.output for c in candidates}
     changed = []
     for key in wanted & now.keys():
@@ -162,18 +175,26 @@ def _changed_since(scan: Scan, candidates: list[Candidate]) -> dict[str, Output]
         if record_file(out, LEASE_FILE) is not None or record_file(out, STATUS_FILE) != old:
             changed.append(out)
     read_records(storage, scan.prefix, changed, (LEASE_FILE,))
-    return {out.key: out for out in changed}
+    return {out.key: out for out in changed}, fresh.nested
+
+
+def _overlaps(path: str, prefixes: list[str]) -> bool:
+    """Whether ``path`` is, holds or lies inside one of the nested ``prefixes``."""
+    return any(path == p or path.startswith(p + "/") or p.startswith(path + "/")
+               for p in prefixes)
 
 
 def delete(scan: Scan, candidates: list[Candidate]) -> tuple[list[Candidate], list[str]]:
     """Delete ``candidates``, found in ``scan`` (the caller holds the gc lease): the deleted
     ones, and a note for each step skipped because it became live since the scan."""
     storage = get_storage(scan.prefix)
-    fresh = _changed_since(scan, candidates)
+    fresh, nested = _changed_since(scan, candidates)
     done, skipped = [], []
     for c in candidates:
         now = fresh.get(c.output)
-        if now is not None and now.live:
+        if _overlaps(c.path, nested):
+            skipped.append(f"{c.output}: a nested prefix appeared there; left alone")
+        elif now is not None and now.live:
             skipped.append(f"{c.output}: its lease is live now; left alone")
         else:
             done.append(c)

@@ -15,6 +15,7 @@ same number of deletes on a bucket of 3,000 objects, to tell the emulator's shar
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -38,7 +39,13 @@ def _objects(outputs: int, prefix: str, tag: str = "old") -> list[tuple[str, byt
     status = StatusRecord.now(StepState.SUCCEEDED, "r", "f", outputs=["data"]).encode()
     return [(f"{prefix}/s/{tag}-{i:08x}/{name}", data) for i in range(outputs)
             for name, data in ((".executor_status", status),
-                               (".executor_info", b'{"version": {}}'), ("data", b"x" * 100))]
+                               (".executor_info", _info(f"s/{tag}-{i:08x}")),
+                               ("data", b"x" * 100))]
+
+
+def _info(key: str) -> bytes:
+    """An info record naming ``key``: what makes a folder a step output (``is_output``)."""
+    return json.dumps({"version": {}, "key": key}).encode()
 
 
 def _batch_delete_answered(storage) -> bool:

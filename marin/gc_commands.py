@@ -16,7 +16,7 @@ from rich.console import Console
 
 from marin.execution.gc import GRACE_SECONDS, Candidate, parse_age, run_gc
 from marin.execution.gc_retention import Retention, unknown_keeps
-from marin.execution.gc_scan import scan_prefix
+from marin.execution.gc_scan import Scan, prefix_of, scan_prefix
 from marin.execution.pins import PinError, pin, pins, unpin
 from marin.execution.prefix_guard import GcRefused
 from marin.execution.usage import prefix_usage
@@ -58,9 +58,18 @@ def _checked_prefix(prefix: str) -> str | None:
     return None
 
 
+def _notes(scan: Scan) -> list[str]:
+    """One line for each part of the prefix gc leaves alone, and why."""
+    notes = [f"left alone {n}: a prefix of its own (it holds .marin/); run marin gc "
+             f"--prefix {n} for it" for n in scan.nested]
+    notes += [f"kept every step output: the invocation record {r} is unreadable, so gc "
+              "cannot tell what it names; delete or repair it" for r in scan.unreadable]
+    return notes
+
+
 def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
        wait: float = 60.0, keep_last: int = 1) -> int:
-    prefix = prefix.rstrip("/")
+    prefix = prefix_of(prefix)
     error = _checked_prefix(prefix)
     try:
         age = parse_age(older_than) if older_than is not None else GRACE_SECONDS
@@ -85,7 +94,8 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
     if as_json:
         print(json.dumps({"prefix": prefix, "dry_run": not yes, "bytes": total,
                           "candidates": [c.to_json() for c in found], "skipped": skipped,
-                          "older_than": age, "log": run.log}, indent=1))
+                          "older_than": age, "log": run.log, "notes": _notes(scan)},
+                         indent=1))
         return 0
     console = _out()
     verb = "deleted" if yes else "would delete"
@@ -93,6 +103,8 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
         console.print(f"{c.path}  {_size(c.bytes)}  {c.kind}: {c.reason}", highlight=False)
     for note in skipped:
         console.print(f"skipped {note}", highlight=False)
+    for note in _notes(scan):
+        console.print(note, highlight=False)
     console.print(f"{verb} {len(found)} item(s), {_size(total)}"
                   + ("" if yes else "; run again with --yes to delete them")
                   + (f"; nothing modified in the last {_age(age)} (--older-than)" if age else "")
@@ -101,7 +113,7 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
 
 
 def du(prefix: str, as_json: bool) -> int:
-    prefix = prefix.rstrip("/")
+    prefix = prefix_of(prefix)
     error = _checked_prefix(prefix)
     if error is not None:
         return _err(error)

@@ -36,14 +36,15 @@ from marin.execution.gc_scan import (
     Output,
     Scan,
     confined,
+    inside,
     newest_time,
     read_records,
     record_file,
     scan_prefix,
     sum_sizes,
 )
-from marin.execution.prefix_guard import take_prefix_for_gc
-from marin.execution.shared import PUBLISHED_BY, RUNS
+from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
+from marin.execution.shared import PUBLISHED_BY, RUNS, adopted_attempt, published_by
 from marin.execution.states import StepState
 from marin.execution.status import ATTEMPTS_FOLDER, LEASE_FILE, STATUS_FILE
 from marin.storage import FileEntry, get_storage
@@ -118,14 +119,16 @@ def collect(scan: Scan, keep: Retention | list[str], older_than: float | None = 
 def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
     """Attempt folders, temporary and unpublished checkpoint folders of a kept output."""
     groups: dict[tuple[str, str], list[FileEntry]] = {}
-    resumes_from = _publisher(scan.prefix, out)
     succeeded = out.status is not None and out.status.status is StepState.SUCCEEDED
+    resumes_from = _adopted(scan.prefix, out) if out.resumes and not succeeded else None
     for entry in out.files:
         parts = entry.path[len(out.path) + 1:].split("/")
         if parts[0] == ATTEMPTS_FOLDER and len(parts) > 2:
             if succeeded or parts[1] != resumes_from:
                 groups.setdefault(("attempt", "/".join(parts[:2])), []).append(entry)
             continue
+        if inside(f"{out.key}/{'/'.join(parts)}", scan.copies):
+            continue  # a copy of an output inside this one: kept whole, whatever it holds
         tmp = next((i for i, p in enumerate(parts) if _TMP in p), None)
         if tmp is not None:
             groups.setdefault(("orbax-tmp", "/".join(parts[:tmp + 1])), []).append(entry)
@@ -142,22 +145,32 @@ def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
             for (kind, rel), files in sorted(groups.items(), key=lambda g: g[0][1])]
 
 
-def _publisher(prefix: str, out: Output) -> str | None:
-    """The attempt a resume of ``out`` continues from (``marin.execution.shared``)."""
-    for path in confined(prefix, [f.path for f in out.files
-                                  if f.path.endswith("/" + PUBLISHED_BY)]):
-        blob = get_storage(path).read(path)
-        return blob.data.decode().strip() if blob is not None else None
-    return None
+def _adopted(prefix: str, out: Output) -> str | None:
+    """The attempt a resume of ``out`` adopts (``adopted_attempt``, the worker's rule), from
+    the listing: its attempts, and the shared folders a ``.published_by`` shows."""
+    attempts, shared = set(), []
+    for entry in out.files:
+        parts = entry.path[len(out.path) + 1:].split("/")
+        if parts[0] == ATTEMPTS_FOLDER and len(parts) > 2:
+            attempts.add(parts[1])
+        elif len(parts) == 2 and parts[1] == PUBLISHED_BY and not parts[0].startswith("."):
+            if confined(prefix, [entry.path]):
+                shared.append(parts[0])
+    if not attempts:
+        return None
+    return adopted_attempt(sorted(attempts), published_by(get_storage(out.path), out.path,
+                                                          shared))
 
 
-def _changed_since(scan: Scan, candidates: list[Candidate]) -> dict[str, Output]:
+def _changed_since(scan: Scan,
+                   candidates: list[Candidate]) -> tuple[dict[str, Output], list[str]]:
     """The candidates' outputs whose lease may have changed since ``scan``, with their
     leases read again: those where the listing now shows a lease or a status file that
-    changed (a status is rewritten only under the step's lease). One listing of the
-    prefix, few reads."""
+    changed (a status is rewritten only under the step's lease); and the nested prefixes
+    the listing shows now. One listing of the prefix, few reads."""
     storage = get_storage(scan.prefix)
-    now = scan_prefix(scan.prefix, storage, read=False).outputs
+    fresh = scan_prefix(scan.prefix, storage, read=False)
+    now = fresh.outputs
     wanted = {c.output for c in candidates}
     changed = []
     for key in wanted & now.keys():
@@ -166,7 +179,13 @@ def _changed_since(scan: Scan, candidates: list[Candidate]) -> dict[str, Output]
         if record_file(out, LEASE_FILE) is not None or record_file(out, STATUS_FILE) != old:
             changed.append(out)
     read_records(storage, scan.prefix, changed, (LEASE_FILE,))
-    return {out.key: out for out in changed}
+    return {out.key: out for out in changed}, fresh.nested
+
+
+def _overlaps(path: str, prefixes: list[str]) -> bool:
+    """Whether ``path`` is, holds or lies inside one of the nested ``prefixes``."""
+    return any(path == p or path.startswith(p + "/") or p.startswith(path + "/")
+               for p in prefixes)
 
 
 @dataclass(frozen=True)
@@ -184,14 +203,18 @@ class GcRun:
 def run_gc(prefix: str, rule: Retention, older_than: float | None = GRACE_SECONDS,
            yes: bool = False, wait: float = 60.0, scan: Scan | None = None) -> GcRun:
     """gc of ``prefix``: a dry run (of ``scan`` when given), or with ``yes`` the deletes,
-    under the prefix's gc lease (``GcRefused`` when another gc holds it or an executor
-    keeps planning)."""
+    under the prefix's gc lease (``GcRefused`` when another gc holds it, an executor keeps
+    planning, or an invocation record is unreadable)."""
     if not yes:
         return GcRun(collect(scan or scan_prefix(prefix), rule, older_than), [])
     lease = take_prefix_for_gc(prefix, get_storage(prefix), f"gc-{uuid.uuid4().hex[:8]}",
                                wait)
     try:  # read under the lease: executors may have recorded runs since any earlier scan
         scan = scan_prefix(prefix)
+        if scan.unreadable:
+            raise GcRefused(f"the invocation record {scan.unreadable[0]} is unreadable, so "
+                            "gc cannot tell what it names; delete or repair it, then run gc "
+                            "--yes again")
         return delete(scan, collect(scan, rule, older_than))
     finally:
         lease.release()
@@ -202,11 +225,13 @@ def delete(scan: Scan, candidates: list[Candidate]) -> GcRun:
     log lists them: the deleted ones, with a note for each step skipped because it became
     live since the scan."""
     storage = get_storage(scan.prefix)
-    fresh = _changed_since(scan, candidates)
+    fresh, nested = _changed_since(scan, candidates)
     done, skipped = [], []
     for c in candidates:
         now = fresh.get(c.output)
-        if now is not None and now.live:
+        if _overlaps(c.path, nested):
+            skipped.append(f"{c.output}: a nested prefix appeared there; left alone")
+        elif now is not None and now.live:
             skipped.append(f"{c.output}: its lease is live now; left alone")
         else:
             done.append(c)
@@ -214,6 +239,7 @@ def delete(scan: Scan, candidates: list[Candidate]) -> GcRun:
     log = write_log(scan.prefix, storage, [GcLogEntry.of(c, at) for c in done])
     statuses = [f"{c.path}/{STATUS_FILE}" for c in done if c.kind == "output"]
     storage.delete_files(statuses, scan.prefix)  # first: no SUCCESS over a half-deleted output
-    storage.delete_files([f.path for c in done for f in c.files
-                          if not f.path.endswith("/" + STATUS_FILE)], scan.prefix)
+    first = set(statuses)  # (a copy's status inside an output goes with the rest)
+    storage.delete_files([f.path for c in done for f in c.files if f.path not in first],
+                         scan.prefix)
     return GcRun(done, skipped, log)

@@ -96,9 +96,8 @@ def retained(invocations: Iterable[Invocation], rule: Retention
 
 
 def retained_keys(scan: Scan, rule: Retention) -> set[str]:
-    """The outputs that the kept invocations name, and the pinned ones."""
-    return {k for inv, _ in retained(scan.invocations, rule).values() for k in inv.keys} \
-        | scan.pins
+    """The outputs kept (``Scan.kept_keys``) when ``rule`` says which invocations are."""
+    return scan.kept_keys(inv for inv, _ in retained(scan.invocations, rule).values())
 
 
 def why_unreachable(scan: Scan, out: Output, rule: Retention) -> str:
@@ -111,10 +110,10 @@ def why_unreachable(scan: Scan, out: Output, rule: Retention) -> str:
     if rule.keep:
         return (f"referenced last by invocation {last.id} ({last.experiment}), which --keep "
                 "does not keep")
-    newer = [i for i in scan.invocations if experiment_of(i) == experiment_of(last)
-             and (i.started, i.id) > (last.started, last.id)]
-    complete = "" if last.record.complete else ", did not complete"
-    return (f"referenced last by invocation {last.id} ({last.experiment}){complete}; "
-            f"{len(newer)} newer invocation(s) of the experiment, the latest "
-            f"{max(newer, key=lambda i: (i.started, i.id)).id if newer else '?'}, no longer "
-            "use it")
+    mine = [i for i in scan.invocations if experiment_of(i) == experiment_of(last)]
+    latest = max(mine, key=lambda i: (i.started, i.id))
+    complete = "" if last.record.complete else ", which did not complete"
+    newest = (f"latest invocation {latest.id}" if rule.keep_last == 1 else
+              f"{rule.keep_last} latest invocations (the latest {latest.id})")
+    return (f"referenced last by invocation {last.id} ({last.experiment}){complete}; the "
+            f"experiment's {newest} and its last complete one no longer use it")

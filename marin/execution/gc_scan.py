@@ -3,17 +3,19 @@ that reference them, pins, and what each step's lease and status say now.
 
     scan = scan_prefix("gs://bucket/prefix")
     scan.outputs["train/tiny-3f9c01ab"].bytes      # every file of that output
-    scan.kept_keys(keep=[])                        # outputs that a kept invocation names
+    scan.kept_keys(kept)          # outputs that the kept invocations (gc_retention) name
 
 One listing of the whole prefix (``Storage.list_files``) and batched reads of the small
 records that the listing shows: a prefix of 10,000 outputs costs one read per output and
 the listing's pages, not one request per file.
 
-Design note: an invocation record names its experiment by a command-line argument, which
-is not always the experiment (older records name the ``--prefix`` value). So invocations
-belong to one experiment when they share that name *and* the names of their steps: a
-changed config gives a new version of the same step names (the older version becomes
-unreachable); records that merely share a name are kept apart.
+What counts (each rule one small function below, for models of gc to mirror): a folder is a
+step output when its own ``.executor_info`` names it (``is_output``); a folder holding its
+own ``.marin/`` is a prefix of its own, left out of the scan (``nested_prefixes``); a pin
+names a step key spelled one way (``step_key``).
+
+Which invocations are kept, and which belong to one experiment, is
+``marin.execution.gc_retention``'s to say.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from marin.execution.invocation_record import InvocationRecord
 from marin.execution.invocations import INVOCATIONS_DIR
@@ -32,13 +36,16 @@ from marin.execution.status import (
     INFO_FILE,
     LEASE_FILE,
     STATUS_FILE,
+    CorruptRecordError,
     StatusRecord,
+    decode_info,
 )
-from marin.storage import FileEntry, Storage, StorageError, get_storage
-from marin.storage.files import resolve_under
+from marin.storage import Blob, FileEntry, Storage, StorageError, get_storage
+from marin.storage.files import normalize_url, resolve_under
 
-__all__ = ["Invocation", "Output", "Scan", "confined", "read_records", "record_file",
-           "scan_prefix"]
+__all__ = ["Invocation", "Output", "Scan", "confined", "info_of", "inside", "is_output",
+           "nested_prefixes", "prefix_of", "read_records", "record_file", "scan_prefix",
+           "step_key"]
 
 PINS_DIR = ".marin/pins"
 _RECORDS = {STATUS_FILE, INFO_FILE, LEASE_FILE, ATTEMPTS_FOLDER}
@@ -61,6 +68,9 @@ class Output:
     files: list[FileEntry] = field(default_factory=list)
     status: StatusRecord | None = None
     lease: LeaseRecord | None = None
+    resumes: bool = True
+    """Whether a rerun of the step adopts an earlier attempt (its info record's
+    ``resumes``; records written before it was recorded: True, so nothing is lost)."""
 
     @property
     def bytes(self) -> int:
@@ -91,8 +101,8 @@ class Invocation:
 
     @classmethod
     def of(cls, record: InvocationRecord, prefix: str) -> Invocation:
-        keys = {(_relative(prefix, s.output_path) if s.output_path else None) or s.key
-                for s in record.steps}
+        keys = {(_relative(prefix, prefix_of(s.output_path)) if s.output_path else None)
+                or s.key for s in record.steps}
         return cls(record, frozenset(keys), frozenset(s.name for s in record.steps))
 
     @property
@@ -107,10 +117,6 @@ class Invocation:
     def started(self) -> float:
         """The start time (0 for a record without one: the oldest)."""
         return self.record.started or 0.0
-
-    @property
-    def identity(self) -> tuple[str, frozenset[str]]:
-        return self.experiment, self.names
 
     @property
     def may_be_running(self) -> bool:
@@ -136,31 +142,24 @@ class Scan:
     pins: set[str]
     markers: dict[str, str]
     """Path of each published checkpoint folder -> the marker publishing it."""
+    nested: list[str] = field(default_factory=list)
+    """Nested prefixes (``nested_prefixes``), left alone with all they hold."""
+    unreadable: list[str] = field(default_factory=list)
+    """Invocation records that cannot be read: while any is there, every output is kept."""
+    copies: frozenset[str] = frozenset()
+    """Folders holding executor-named entries that are no output (``is_output``): parts of
+    the output around them, kept with it and never cleaned as its leftovers."""
 
-    def latest_invocations(self) -> dict[tuple[str, frozenset[str]], Invocation]:
-        latest: dict[tuple[str, frozenset[str]], Invocation] = {}
-        for inv in sorted(self.invocations, key=lambda i: (i.started, i.id)):
-            latest[inv.identity] = inv
-        return latest
-
-    def kept_invocations(self, keep: list[str]) -> list[Invocation]:
-        """The latest invocation of each experiment (or of those named in ``keep``, by
-        experiment or invocation id), and every invocation that may still be running."""
-        latest = self.latest_invocations().values()
-        if keep:
-            kept = [i for i in latest if i.experiment in keep]
-            kept += [i for i in self.invocations if i.id in keep]
-        else:
-            kept = list(latest)
-        kept += [i for i in self.invocations if i.may_be_running]
-        return list({i.id: i for i in kept}.values())
-
-    def kept_keys(self, keep: list[str]) -> set[str]:
-        return {k for inv in self.kept_invocations(keep) for k in inv.keys} | self.pins
-
-    def unknown_keeps(self, keep: list[str]) -> list[str]:
-        known = {i.experiment for i in self.invocations} | {i.id for i in self.invocations}
-        return [k for k in keep if k not in known]
+    def kept_keys(self, kept: Iterable[Invocation]) -> set[str]:
+        """The outputs kept: those a ``kept`` invocation or a pin names, those holding a
+        nested prefix, and those inside a kept one. Every output while an invocation record
+        is unreadable (it may name any)."""
+        if self.unreadable:
+            return set(self.outputs)
+        named = {k for inv in kept for k in inv.keys} | self.pins
+        named |= {"/".join(p[:i]) for n in self.nested  # those holding a nested prefix
+                  for p in [n[len(self.prefix) + 1:].split("/")] for i in range(1, len(p))}
+        return {k for k in self.outputs if k in named or inside(k, named)}
 
 
 def _relative(prefix: str, path: str) -> str | None:
@@ -168,48 +167,121 @@ def _relative(prefix: str, path: str) -> str | None:
     return path[len(base):] if path.startswith(base) else None
 
 
+def prefix_of(text: str) -> str:
+    """The prefix ``text`` names, spelled the one way gc, du and pins compare paths: the
+    executor's ``file:///abs/P`` is ``/abs/P`` (``normalize_url``), no trailing slash."""
+    return normalize_url(text)
+
+
+def step_key(text: str) -> str | None:
+    """``text`` as the key of a step output under its prefix, spelled as the executor writes
+    it (parts joined by one slash): ``./exp/a-1`` and ``exp//a-1/`` are ``exp/a-1``. None
+    when no output can be meant: nothing left, or a ``..`` part."""
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    return "/".join(parts) if parts and ".." not in parts else None
+
+
+def info_of(blob: Blob | None) -> dict[str, Any] | None:
+    """The info record in ``blob`` (None: absent or unreadable)."""
+    try:
+        return decode_info(blob.data) if blob is not None else None
+    except CorruptRecordError:
+        return None
+
+
+def is_output(key: str, info: dict[str, Any] | None) -> bool:
+    """Whether the folder ``key`` (its path under the prefix) is a step output, by the
+    executor's own record ``info`` (its ``.executor_info``, ``info_of``): the executor
+    writes one into each output it makes, under the step's lease and before anything else,
+    naming the step's key. A folder that merely holds executor-named files (a step's
+    snapshot of its input, copied into its own output) holds a record naming another key:
+    it is part of the output around it. An unreadable record: not known to be an output,
+    so never deleted as one."""
+    return info is not None and info.get("key") == key
+
+
+def nested_prefixes(paths: list[str]) -> set[str]:
+    """The folders among ``paths`` (files, relative to a prefix) that are prefixes of their
+    own: each folder, other than the prefix and its ``.marin``, holding a ``.marin/`` entry
+    (another executor's invocation records, pins or leases). Only the outermost: gc at the
+    outer prefix leaves each of them, and all it holds, alone."""
+    found: set[str] = set()
+    for path in paths:
+        parts = path.split("/")
+        if parts[0] != ".marin" and ".marin" in parts[1:-1]:
+            found.add("/".join(parts[:parts.index(".marin", 1)]))
+    return {f for f in found if not inside(f, found)}
+
+
+def inside(path: str, folders: set[str] | dict[str, object]) -> bool:
+    """Whether ``path`` lies strictly inside one of ``folders`` (paths under one prefix)."""
+    parts = path.split("/")
+    return any("/".join(parts[:i]) in folders for i in range(1, len(parts)))
+
+
 def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) -> Scan:
     """What ``prefix`` holds: the outputs with their leases (statuses are read on demand,
-    ``read_records``), invocations, pins and markers. ``read=False``: the listing alone (no
-    record is read, and the scan names no invocation, pin or marker)."""
+    ``read_records``), invocations, pins and markers, and the nested prefixes it leaves
+    alone. ``read=False``: the listing alone (no record is read: every folder holding an
+    ``.executor_info`` counts as an output, and the scan names no invocation, pin or
+    marker)."""
+    prefix = prefix_of(prefix)
     storage = storage or get_storage(prefix)
-    prefix = prefix.rstrip("/")
-    files = storage.list_files(prefix)
-    outputs: dict[str, Output] = {}
+    listed = [(rel, entry) for entry in storage.list_files(prefix)
+              if (rel := _relative(prefix, entry.path)) is not None]
+    nested = nested_prefixes([rel for rel, _ in listed])
     rest: list[tuple[list[str], FileEntry]] = []
     invocation_files, pin_files, marker_files = [], [], []
-    for entry in files:
-        rel = _relative(prefix, entry.path)
-        if rel is None:
-            continue
+    holders: set[str] = set()  # folders holding executor-named entries at their top
+    for rel, entry in listed:
         parts = rel.split("/")
-        if rel.startswith(INVOCATIONS_DIR + "/") and rel.endswith(".json"):
-            invocation_files.append(entry.path)
-        elif rel.startswith(PINS_DIR + "/"):
-            pin_files.append(entry.path)
         if parts[0] == ".marin":
+            if rel.startswith(INVOCATIONS_DIR + "/") and rel.endswith(".json"):
+                invocation_files.append(entry.path)
+            elif rel.startswith(PINS_DIR + "/"):
+                pin_files.append(entry.path)
+            continue
+        if inside(rel, nested):
             continue
         if entry.path.endswith(MARKER_SUFFIX):
             marker_files.append(entry.path)
-        cut = next((i for i, p in enumerate(parts) if p in _RECORDS), None)
-        if cut:  # a record at the top of an output, or its attempts folder
-            key = "/".join(parts[:cut])
-            outputs.setdefault(key, Output(key, f"{prefix}/{key}"))
+        holders.update("/".join(parts[:i]) for i in range(1, len(parts))
+                       if parts[i] in _RECORDS)
         rest.append((parts, entry))
+    outputs = _outputs(storage, prefix, sorted(holders), {"/".join(p) for p, _ in rest}, read)
     for parts, entry in rest:
         for j in range(len(parts) - 1, 0, -1):
             found = outputs.get("/".join(parts[:j]))
             if found is not None:
                 found.files.append(entry)
                 break
+    left_alone = sorted(f"{prefix}/{n}" for n in nested)
+    copies = frozenset(holders - outputs.keys())
     if not read:
-        return Scan(prefix, outputs, [], set(), {})
+        return Scan(prefix, outputs, [], set(), {}, left_alone, copies=copies)
     read_records(storage, prefix, list(outputs.values()), (LEASE_FILE,))
     pins = storage.read_many(confined(prefix, pin_files))
-    return Scan(prefix, outputs,
-                _read_invocations(storage, prefix, confined(prefix, invocation_files)),
-                {b.data.decode().strip() for b in pins if b},
-                _read_markers(storage, confined(prefix, marker_files)))
+    invocations, unreadable = _read_invocations(storage, prefix,
+                                                confined(prefix, invocation_files))
+    return Scan(prefix, outputs, invocations,
+                {k for b in pins if b and (k := step_key(b.data.decode().strip()))},
+                _read_markers(storage, confined(prefix, marker_files)), left_alone,
+                unreadable, copies)
+
+
+def _outputs(storage: Storage, prefix: str, holders: list[str], files: set[str],
+             read: bool) -> dict[str, Output]:
+    """The step outputs among ``holders`` (folders holding executor-named entries): those
+    whose listing shows an info record, and, when ``read``, whose record names them."""
+    keys = [k for k in holders if f"{k}/{INFO_FILE}" in files]
+    if read:
+        paths = set(confined(prefix, [f"{prefix}/{k}/{INFO_FILE}" for k in keys]))
+        keys = [k for k in keys if f"{prefix}/{k}/{INFO_FILE}" in paths]
+        infos = [info_of(b) for b in storage.read_many([f"{prefix}/{k}/{INFO_FILE}"
+                                                         for k in keys])]
+        return {k: Output(k, f"{prefix}/{k}", resumes=info.get("resumes") is not False)
+                for k, info in zip(keys, infos, strict=True) if is_output(k, info)}
+    return {k: Output(k, f"{prefix}/{k}") for k in keys}
 
 
 def record_file(out: Output, name: str) -> FileEntry | None:
@@ -258,14 +330,20 @@ def read_records(storage: Storage, prefix: str, outputs: list[Output],
             out.status = None
 
 
-def _read_invocations(storage: Storage, prefix: str, paths: list[str]) -> list[Invocation]:
-    found = []
+def _read_invocations(storage: Storage, prefix: str,
+                      paths: list[str]) -> tuple[list[Invocation], list[str]]:
+    """The readable invocation records in ``paths``, and the path of each unreadable one
+    (one a crash cut short, say): gc cannot tell what such a record names."""
+    found, unreadable = [], []
     for path, blob in zip(paths, storage.read_many(paths), strict=True):
-        record = InvocationRecord.decode(path.rpartition("/")[2],
-                                         None if blob is None else blob.data)
-        if record.error is None:  # an unreadable record keeps nothing; others judge its outputs
+        if blob is None:
+            continue  # deleted since the listing: it names nothing now
+        record = InvocationRecord.decode(path.rpartition("/")[2], blob.data)
+        if record.error is None:
             found.append(Invocation.of(record, prefix))
-    return found
+        else:
+            unreadable.append(path)
+    return found, unreadable
 
 
 def _read_markers(storage: Storage, paths: list[str]) -> dict[str, str]:

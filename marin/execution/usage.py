@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from marin.execution.gc import Candidate, collect
-from marin.execution.gc_scan import Scan, read_records, scan_prefix
+from marin.execution.gc_scan import Scan, prefix_of, read_records, scan_prefix
 from marin.execution.status import STATUS_FILE
 from marin.storage import get_storage
 
@@ -78,7 +78,7 @@ def _totals(pairs) -> dict[str, int]:
 
 
 def prefix_usage(prefix: str, scan: Scan | None = None) -> Usage:
-    prefix = prefix.rstrip("/")
+    prefix = prefix_of(prefix)
     scan = scan or scan_prefix(prefix)
     read_records(get_storage(prefix), prefix, list(scan.outputs.values()), (STATUS_FILE,))
     unreachable = collect(scan, [], older_than=None)  # whatever its age: gc's grace aside

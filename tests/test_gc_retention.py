@@ -137,8 +137,11 @@ def test_keep_last_keeps_the_newest_invocations_of_each_experiment(tmp_path: Pat
     two = subprocess.run([*gc, "--keep-last", "2"], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert two.returncode == 0, two.stderr
-    assert [c["path"] for c in json.loads(two.stdout)["candidates"]] == [str(v1)]
+    report = json.loads(two.stdout)
+    assert [c["path"] for c in report["candidates"]] == [str(v1)]
     assert _kept(v2) and _kept(v3)
+    [logged] = GcLogEntry.decode_lines(Path(report["log"]).read_bytes())
+    assert (logged.path, logged.reason) == (str(v1), report["candidates"][0]["reason"])
     one = subprocess.run(gc, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert [c["path"] for c in json.loads(one.stdout)["candidates"]] == [str(v2)]
     zero = subprocess.run([*gc, "--keep-last", "0"], cwd=ROOT, capture_output=True, text=True,

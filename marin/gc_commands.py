@@ -16,7 +16,8 @@ import uuid
 from rich.console import Console
 
 from marin.execution.gc import Candidate, collect, delete, parse_age
-from marin.execution.gc_scan import Scan, prefix_of, scan_prefix
+from marin.execution.gc_reach import prefix_of
+from marin.execution.gc_scan import Scan, scan_prefix
 from marin.execution.pins import PinError, pin, pins, unpin
 from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
 from marin.execution.usage import prefix_usage

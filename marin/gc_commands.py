@@ -15,8 +15,9 @@ import time
 from rich.console import Console
 
 from marin.execution.gc import GRACE_SECONDS, Candidate, parse_age, run_gc
+from marin.execution.gc_reach import prefix_of
 from marin.execution.gc_retention import Retention, unknown_keeps
-from marin.execution.gc_scan import Scan, prefix_of, scan_prefix
+from marin.execution.gc_scan import Scan, scan_prefix
 from marin.execution.pins import PinError, pin, pins, unpin
 from marin.execution.prefix_guard import GcRefused
 from marin.execution.usage import prefix_usage

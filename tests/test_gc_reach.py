@@ -127,7 +127,7 @@ def test_gc_at_a_parent_prefix_leaves_a_nested_prefix_alone(tmp_path: Path):
 
 
 def test_nested_prefixes_are_the_outermost_folders_holding_dot_marin():
-    from marin.execution.gc_scan import nested_prefixes
+    from marin.execution.gc_reach import nested_prefixes
 
     paths = [".marin/invocations/1.json", "a-1/.executor_info", "t/.marin/pins/x",
              "t/u/.marin/invocations/2.json", "v/w/.marin/gc.lease", "x/.marin"]
@@ -150,7 +150,7 @@ def test_a_pin_spelled_oddly_protects_the_output_it_lists(tmp_path: Path, spelli
 
 
 def test_step_keys_are_spelled_one_way():
-    from marin.execution.gc_scan import step_key
+    from marin.execution.gc_reach import step_key
 
     assert step_key("./exp//a-1/") == step_key("exp/./a-1") == "exp/a-1"
     assert step_key("exp/../a-1") is None and step_key("/./") is None
@@ -158,7 +158,7 @@ def test_step_keys_are_spelled_one_way():
 
 def test_an_unreadable_invocation_record_keeps_everything(tmp_path: Path):
     prefix = tmp_path / "p"
-    old, new = _versions(prefix)
+    _, new = _versions(prefix)
     records = sorted((prefix / ".marin" / "invocations").glob("*.json"))
     (latest,) = [r for r in records if new.name in r.read_text()]
     latest.write_text('{"format": 2, "steps": [')  # cut short, as a crash can leave it

@@ -31,12 +31,12 @@ import uuid
 from dataclasses import dataclass
 
 from marin.execution.gc_log import GcLogEntry, write_log
+from marin.execution.gc_reach import inside
 from marin.execution.gc_retention import Retention, retained_keys, why_unreachable
 from marin.execution.gc_scan import (
     Output,
     Scan,
     confined,
-    inside,
     newest_time,
     read_records,
     record_file,
@@ -153,9 +153,9 @@ def _adopted(prefix: str, out: Output) -> str | None:
         parts = entry.path[len(out.path) + 1:].split("/")
         if parts[0] == ATTEMPTS_FOLDER and len(parts) > 2:
             attempts.add(parts[1])
-        elif len(parts) == 2 and parts[1] == PUBLISHED_BY and not parts[0].startswith("."):
-            if confined(prefix, [entry.path]):
-                shared.append(parts[0])
+        elif (len(parts) == 2 and parts[1] == PUBLISHED_BY and not parts[0].startswith(".")
+              and confined(prefix, [entry.path])):
+            shared.append(parts[0])
     if not attempts:
         return None
     return adopted_attempt(sorted(attempts), published_by(get_storage(out.path), out.path,

@@ -9,10 +9,8 @@ One listing of the whole prefix (``Storage.list_files``) and batched reads of th
 records that the listing shows: a prefix of 10,000 outputs costs one read per output and
 the listing's pages, not one request per file.
 
-What counts (each rule one small function below, for models of gc to mirror): a folder is a
-step output when its own ``.executor_info`` names it (``is_output``); a folder holding its
-own ``.marin/`` is a prefix of its own, left out of the scan (``nested_prefixes``); a pin
-names a step key spelled one way (``step_key``).
+What counts as a step output, a nested prefix (left out of the scan) and a pinned key is
+``marin.execution.gc_reach``'s.
 
 Which invocations are kept, and which belong to one experiment, is
 ``marin.execution.gc_retention``'s to say.
@@ -25,8 +23,15 @@ import os
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from marin.execution.gc_reach import (
+    info_of,
+    inside,
+    is_output,
+    nested_prefixes,
+    prefix_of,
+    step_key,
+)
 from marin.execution.invocation_record import InvocationRecord
 from marin.execution.invocations import INVOCATIONS_DIR
 from marin.execution.lease import LeaseRecord
@@ -36,16 +41,13 @@ from marin.execution.status import (
     INFO_FILE,
     LEASE_FILE,
     STATUS_FILE,
-    CorruptRecordError,
     StatusRecord,
-    decode_info,
 )
-from marin.storage import Blob, FileEntry, Storage, StorageError, get_storage
-from marin.storage.files import normalize_url, resolve_under
+from marin.storage import FileEntry, Storage, StorageError, get_storage
+from marin.storage.files import resolve_under
 
-__all__ = ["Invocation", "Output", "Scan", "confined", "info_of", "inside", "is_output",
-           "nested_prefixes", "prefix_of", "read_records", "record_file", "scan_prefix",
-           "step_key"]
+__all__ = ["Invocation", "Output", "Scan", "confined", "read_records", "record_file",
+           "scan_prefix"]
 
 PINS_DIR = ".marin/pins"
 _RECORDS = {STATUS_FILE, INFO_FILE, LEASE_FILE, ATTEMPTS_FOLDER}
@@ -167,58 +169,6 @@ def _relative(prefix: str, path: str) -> str | None:
     return path[len(base):] if path.startswith(base) else None
 
 
-def prefix_of(text: str) -> str:
-    """The prefix ``text`` names, spelled the one way gc, du and pins compare paths: the
-    executor's ``file:///abs/P`` is ``/abs/P`` (``normalize_url``), no trailing slash."""
-    return normalize_url(text)
-
-
-def step_key(text: str) -> str | None:
-    """``text`` as the key of a step output under its prefix, spelled as the executor writes
-    it (parts joined by one slash): ``./exp/a-1`` and ``exp//a-1/`` are ``exp/a-1``. None
-    when no output can be meant: nothing left, or a ``..`` part."""
-    parts = [p for p in text.split("/") if p not in ("", ".")]
-    return "/".join(parts) if parts and ".." not in parts else None
-
-
-def info_of(blob: Blob | None) -> dict[str, Any] | None:
-    """The info record in ``blob`` (None: absent or unreadable)."""
-    try:
-        return decode_info(blob.data) if blob is not None else None
-    except CorruptRecordError:
-        return None
-
-
-def is_output(key: str, info: dict[str, Any] | None) -> bool:
-    """Whether the folder ``key`` (its path under the prefix) is a step output, by the
-    executor's own record ``info`` (its ``.executor_info``, ``info_of``): the executor
-    writes one into each output it makes, under the step's lease and before anything else,
-    naming the step's key. A folder that merely holds executor-named files (a step's
-    snapshot of its input, copied into its own output) holds a record naming another key:
-    it is part of the output around it. An unreadable record: not known to be an output,
-    so never deleted as one."""
-    return info is not None and info.get("key") == key
-
-
-def nested_prefixes(paths: list[str]) -> set[str]:
-    """The folders among ``paths`` (files, relative to a prefix) that are prefixes of their
-    own: each folder, other than the prefix and its ``.marin``, holding a ``.marin/`` entry
-    (another executor's invocation records, pins or leases). Only the outermost: gc at the
-    outer prefix leaves each of them, and all it holds, alone."""
-    found: set[str] = set()
-    for path in paths:
-        parts = path.split("/")
-        if parts[0] != ".marin" and ".marin" in parts[1:-1]:
-            found.add("/".join(parts[:parts.index(".marin", 1)]))
-    return {f for f in found if not inside(f, found)}
-
-
-def inside(path: str, folders: set[str] | dict[str, object]) -> bool:
-    """Whether ``path`` lies strictly inside one of ``folders`` (paths under one prefix)."""
-    parts = path.split("/")
-    return any("/".join(parts[:i]) in folders for i in range(1, len(parts)))
-
-
 def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) -> Scan:
     """What ``prefix`` holds: the outputs with their leases (statuses are read on demand,
     ``read_records``), invocations, pins and markers, and the nested prefixes it leaves
@@ -264,7 +214,8 @@ def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) 
     invocations, unreadable = _read_invocations(storage, prefix,
                                                 confined(prefix, invocation_files))
     return Scan(prefix, outputs, invocations,
-                {k for b in pins if b and (k := step_key(b.data.decode().strip()))},
+                {k for b in pins
+                 if b and (k := step_key(b.data.decode(errors="replace").strip()))},
                 _read_markers(storage, confined(prefix, marker_files)), left_alone,
                 unreadable, copies)
 

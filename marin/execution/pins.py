@@ -5,7 +5,7 @@
     pins(prefix)                            # ["train/tiny-3f9c01ab"]
     unpin(prefix, "train/tiny-3f9c01ab")
 
-A pin names a step output by its key, spelled one way (``gc_scan.step_key``), so that the
+A pin names a step output by its key, spelled one way (``gc_reach.step_key``), so that the
 pin ``pin --list`` shows is the one gc matches; a pin to no step output is refused.
 """
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from marin.execution.gc_scan import PINS_DIR, info_of, is_output, prefix_of, step_key
+from marin.execution.gc_reach import info_of, is_output, prefix_of, step_key
+from marin.execution.gc_scan import PINS_DIR
 from marin.execution.status import INFO_FILE
 from marin.storage import get_storage
 
@@ -52,7 +53,8 @@ def pins(prefix: str) -> list[str]:
     storage = get_storage(prefix)
     folder = f"{prefix}/{PINS_DIR}"
     blobs = storage.read_many([f"{folder}/{n}" for n in storage.list_dir(folder)])
-    return sorted({k for b in blobs if b is not None and (k := step_key(b.data.decode(errors='replace')))})
+    return sorted({k for b in blobs if b is not None
+                   and (k := step_key(b.data.decode(errors="replace")))})
 
 
 def unpin(prefix: str, key: str) -> None:
@@ -63,7 +65,7 @@ def unpin(prefix: str, key: str) -> None:
     names = storage.list_dir(folder) if found is not None else []
     blobs = storage.read_many([f"{folder}/{n}" for n in names])
     matching = [(f"{folder}/{n}", b) for n, b in zip(names, blobs, strict=True)
-                if b is not None and step_key(b.data.decode(errors='replace')) == found]
+                if b is not None and step_key(b.data.decode(errors="replace")) == found]
     if not matching:
         raise PinError(f"{key!r} is not pinned under {prefix}; `marin pin --list --prefix "
                        f"{prefix}` lists the pins")

@@ -16,7 +16,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from marin.execution.gc import Candidate, collect
-from marin.execution.gc_scan import Scan, prefix_of, read_records, scan_prefix
+from marin.execution.gc_reach import prefix_of
+from marin.execution.gc_scan import Scan, read_records, scan_prefix
 from marin.execution.status import STATUS_FILE
 from marin.storage import get_storage
 

@@ -71,7 +71,7 @@ class World:
     pins: tuple[tuple[int, str], ...]  # (output index, spelling)
     keep_last: int
     unreadable: bool
-    nested: bool
+    nested: int | None  # a nested prefix: None, -1 (at the top), or inside that output
 
 
 #: How a user may type a step key to ``marin pin``: as ``du`` lists it, or oddly.
@@ -106,7 +106,9 @@ def worlds(draw) -> World:
     pins = tuple(draw(st.lists(st.tuples(st.integers(0, max(n - 1, 0)),
                                          st.sampled_from(SPELLINGS)), max_size=2))) if n else ()
     return World(experiments, tuple(runs), orphans, disks, pins, draw(st.integers(1, 3)),
-                 draw(st.integers(0, 5)) == 0, draw(st.booleans()))
+                 draw(st.integers(0, 5)) == 0,
+                 draw(st.none() | st.just(-1) | st.integers(0, n - 1) if n else
+                      st.none() | st.just(-1)))
 
 
 def _keys(experiments: tuple[tuple[str, ...], ...], run: Run) -> list[str]:
@@ -145,6 +147,7 @@ def kept_invocations(world: World) -> set[int]:
 class Built:
     prefix: Path
     outputs: list[str] = field(default_factory=list)  # the keys, in the disks' order
+    nested: str | None = None  # the nested prefix's folder, ending with "/"
     attempts: dict[str, list[str]] = field(default_factory=dict)  # key -> run ids, in order
     files: set[str] = field(default_factory=set)
 
@@ -155,13 +158,15 @@ def reachable(world: World, built: Built) -> tuple[set[str], set[str]]:
                      for k in _keys(world.experiments, world.runs[i])}
     pinned = {built.outputs[i] for i, _ in world.pins}
     keep_all = world.unreadable  # an unreadable record might name any output
+    nested = {f for f in built.files if built.nested and f.startswith(built.nested)}
     kept, doomed = set(), set()
     for key, disk in zip(built.outputs, world.disks, strict=True):
         folder = f"{built.prefix}/{key}/"
-        mine = {f for f in built.files if f.startswith(folder)}
+        mine = {f for f in built.files if f.startswith(folder)} - nested
+        holds_nested = bool(built.nested) and built.nested.startswith(folder)
         if disk.lease == "live" or not disk.old:  # running, or in the grace period: untouched
             kept |= mine
-        elif keep_all or key in named_by_kept or key in pinned:
+        elif keep_all or key in named_by_kept or key in pinned or holds_nested:
             runs = built.attempts.get(key, [])
             adopted = runs[0] if disk.published and runs else (runs[-1] if runs else None)
             for f in mine:
@@ -175,7 +180,8 @@ def reachable(world: World, built: Built) -> tuple[set[str], set[str]]:
             doomed.add(key)
     in_outputs = {f for f in built.files
                   if any(f.startswith(f"{built.prefix}/{k}/") for k in built.outputs)}
-    return kept | (built.files - in_outputs), doomed  # .marin, the nested prefix, the rest
+    # .marin, the nested prefix (another prefix's gc judges it), the rest
+    return kept | nested | (built.files - in_outputs), doomed
 
 
 # -- building the prefix as executors leave it ---------------------------------------------
@@ -234,8 +240,9 @@ def build(world: World, root: Path) -> Built:
                                                                               prefix)))
     if world.unreadable:
         _write(folder / "20250109-120000-ffffffff.json", b'{"id": "x", "steps": [{"ke')
-    if world.nested:  # a prefix of its own inside: another team's executor wrote it
-        inner = prefix / "team"
+    if world.nested is not None:  # a prefix of its own inside: another team's executor wrote it
+        inner = prefix / (built.outputs[world.nested] if world.nested >= 0 else "") / "team"
+        built.nested = f"{inner}/"
         _output(inner, "train-000000ff", Disk("SUCCESS", "none", 1, False, None, None, True),
                 ["r1"])
         _write(inner / ".marin" / "invocations" / "20250101-120000-00000000.json", "{}")
@@ -269,11 +276,16 @@ def _record(world: World, run: Run, i: int, prefix: Path) -> dict:
 @settings(max_examples=500, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(world=worlds())
+@example(world=World(  # a nested prefix in one output kept every output beside it
+    experiments=(("exp/data",),), runs=(Run(0, (0,), "complete", False),), orphans=1,
+    disks=(Disk("SUCCESS", "none", 0, False, None, None, False),
+           Disk("SUCCESS", "none", 0, False, None, None, True)),
+    pins=(), keep_last=1, unreadable=False, nested=0))
 @example(world=World(  # a snapshot's status outlived the deleted output holding it
     experiments=(("exp/data",),), runs=(), orphans=2,
     disks=(Disk("SUCCESS", "none", 0, False, 1, None, True),
            Disk("SUCCESS", "none", 0, False, None, None, False)),
-    pins=(), keep_last=1, unreadable=False, nested=False))
+    pins=(), keep_last=1, unreadable=False, nested=None))
 def test_gc_deletes_nothing_reachable_and_every_output_nothing_keeps(world: World,
                                                                      tmp_path: Path):
     built = build(world, tmp_path)

@@ -159,8 +159,9 @@ class Scan:
         if self.unreadable:
             return set(self.outputs)
         named = {k for inv in kept for k in inv.keys} | self.pins
-        named |= {"/".join(p[:i]) for n in self.nested  # those holding a nested prefix
-                  for p in [n[len(self.prefix) + 1:].split("/")] for i in range(1, len(p))}
+        named |= {"/".join(p[:i]) for n in self.nested  # outputs holding a nested prefix
+                  for p in [n[len(self.prefix) + 1:].split("/")]
+                  for i in range(1, len(p))} & self.outputs.keys()
         return {k for k in self.outputs if k in named or inside(k, named)}
 
 

@@ -138,7 +138,8 @@ def du(prefix: str, as_json: bool) -> int:
                                                     for name, size in totals.items()),
                       highlight=False)
     console.print(f"{len(usage.rows)} step output(s), {_size(usage.bytes)}"
-                  f"; marin gc would free {_size(usage.gc_frees)}", highlight=False)
+                  f"; marin gc --older-than 0 would free {_size(usage.gc_frees)} (by default gc "
+                  "leaves what is under 24 hours old)", highlight=False)
     return 0
 
 

@@ -129,7 +129,7 @@ def _given_options(experiment: Experiment, options: Any) -> str:
         return ""
     try:
         default = experiment.default_options()
-    except TypeError:  # an option without a default: every one is given
+    except (TypeError, ValueError):  # no defaults to compare with: every option is given
         default = None
     return "".join(f" --{f.name}={getattr(options, f.name)!r}"
                    for f in dataclasses.fields(options)

@@ -126,6 +126,20 @@ def test_gc_at_a_parent_prefix_leaves_a_nested_prefix_alone(tmp_path: Path):
     assert b_out.exists()
 
 
+def test_an_output_holding_a_nested_prefix_is_kept_with_it(tmp_path: Path):
+    top = tmp_path / "np"
+    old, _ = _versions(top)
+    inner = old / "inner"  # a prefix of its own inside an output nothing names any more
+    assert _run(str(inner), [ExecutorStep("b", _write, Cfg(this_output_path()))]).ok
+    before = _files(old)
+    done = _gc(str(top), "--yes")
+    assert done["candidates"] == [] and _files(old) == before
+    assert done["notes"] == [f"left alone {inner}: a prefix of its own (it holds .marin/); "
+                             f"run marin gc --prefix {inner} for it"]
+    du = _marin("du", "--prefix", str(top))
+    assert f"left out {inner}: a prefix of its own" in du.stdout
+
+
 def test_nested_prefixes_are_the_outermost_folders_holding_dot_marin():
     from marin.execution.gc_reach import nested_prefixes
 

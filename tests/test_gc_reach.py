@@ -105,6 +105,21 @@ def test_a_snapshot_inside_an_output_is_kept_with_it(tmp_path: Path):
     assert len(wrong.stderr.strip().splitlines()) == 1
 
 
+def test_an_output_inside_a_kept_output_is_kept(tmp_path: Path):
+    prefix = tmp_path / "p"
+    a = ExecutorStep("a", _write, Cfg(this_output_path()))
+    assert _run(str(prefix), [a]).ok
+    (a_out,) = prefix.glob("a-*")
+    versions = [ExecutorStep(f"{a_out.name}/inner", _write, Cfg(this_output_path(), v))
+                for v in (1, 2)]
+    assert _run(str(prefix), [a, versions[0]]).ok
+    (inner,) = a_out.glob("inner-*")  # a step output inside another one
+    assert _run(str(prefix), [a, versions[1]]).ok  # the first inner version: unreachable
+    assert (inner / ".executor_status").exists()
+    assert _gc(str(prefix), "--yes")["candidates"] == []
+    assert (inner / "out.txt").read_text() == "v1"
+
+
 def test_gc_at_a_parent_prefix_leaves_a_nested_prefix_alone(tmp_path: Path):
     top = tmp_path / "np"
     old, new = _versions(top)

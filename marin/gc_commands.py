@@ -122,7 +122,8 @@ def du(prefix: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"prefix": prefix, "steps": [r.to_json() for r in usage.rows],
                           "experiments": usage.by_experiment, "step_names": usage.by_step,
-                          "bytes": usage.bytes, "gc_frees": usage.gc_frees}, indent=1))
+                          "bytes": usage.bytes, "gc_frees": usage.gc_frees,
+                          "nested_prefixes": list(usage.nested)}, indent=1))
         return 0
     from rich.table import Table
 
@@ -137,6 +138,9 @@ def du(prefix: str, as_json: bool) -> int:
         console.print(f"per {title}: " + ", ".join(f"{name} {_size(size)}"
                                                     for name, size in totals.items()),
                       highlight=False)
+    for nested in usage.nested:
+        console.print(f"left out {nested}: a prefix of its own (it holds .marin/); run marin "
+                      f"du --prefix {nested} for it", highlight=False)
     console.print(f"{len(usage.rows)} step output(s), {_size(usage.bytes)}"
                   f"; marin gc --older-than 0 would free {_size(usage.gc_frees)} (by default gc "
                   "leaves what is under 24 hours old)", highlight=False)

@@ -105,6 +105,21 @@ def test_a_snapshot_inside_an_output_is_kept_with_it(tmp_path: Path):
     assert len(wrong.stderr.strip().splitlines()) == 1
 
 
+def test_an_output_inside_a_kept_output_is_kept(tmp_path: Path):
+    prefix = tmp_path / "p"
+    a = ExecutorStep("a", _write, Cfg(this_output_path()))
+    assert _run(str(prefix), [a]).ok
+    (a_out,) = prefix.glob("a-*")
+    versions = [ExecutorStep(f"{a_out.name}/inner", _write, Cfg(this_output_path(), v))
+                for v in (1, 2)]
+    assert _run(str(prefix), [a, versions[0]]).ok
+    (inner,) = a_out.glob("inner-*")  # a step output inside another one
+    assert _run(str(prefix), [a, versions[1]]).ok  # the first inner version: unreachable
+    assert (inner / ".executor_status").exists()
+    assert _gc(str(prefix), "--yes")["candidates"] == []
+    assert (inner / "out.txt").read_text() == "v1"
+
+
 def test_gc_at_a_parent_prefix_leaves_a_nested_prefix_alone(tmp_path: Path):
     top = tmp_path / "np"
     old, new = _versions(top)
@@ -124,6 +139,20 @@ def test_gc_at_a_parent_prefix_leaves_a_nested_prefix_alone(tmp_path: Path):
     assert _files(team) == team_files  # nothing of the nested prefix went
     assert _gc(str(team))["candidates"] == []  # its own gc keeps its own step, too
     assert b_out.exists()
+
+
+def test_an_output_holding_a_nested_prefix_is_kept_with_it(tmp_path: Path):
+    top = tmp_path / "np"
+    old, _ = _versions(top)
+    inner = old / "inner"  # a prefix of its own inside an output nothing names any more
+    assert _run(str(inner), [ExecutorStep("b", _write, Cfg(this_output_path()))]).ok
+    before = _files(old)
+    done = _gc(str(top), "--yes")
+    assert done["candidates"] == [] and _files(old) == before
+    assert done["notes"] == [f"left alone {inner}: a prefix of its own (it holds .marin/); "
+                             f"run marin gc --prefix {inner} for it"]
+    du = _marin("du", "--prefix", str(top))
+    assert f"left out {inner}: a prefix of its own" in du.stdout
 
 
 def test_nested_prefixes_are_the_outermost_folders_holding_dot_marin():
@@ -202,7 +231,7 @@ def test_gc_keeps_the_attempt_a_resume_continues_from(tmp_path: Path, failed_run
     assert _run(prefix, [ok]).ok
     units = (output / "units.txt").read_text().split()
     assert units == [str(u) for u in range(1, len(left) + 4)]  # continued after the kept work
-    assert len(left) == 3 * failed_runs  # and the kept attempt was the furthest one
+    assert kept == attempts[-1]  # none published: the newest run id (ids sort by start)
 
 
 def test_a_file_url_prefix_is_the_prefix_it_names(tmp_path: Path):

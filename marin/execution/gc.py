@@ -31,7 +31,7 @@ import uuid
 from dataclasses import dataclass
 
 from marin.execution.gc_log import GcLogEntry, write_log
-from marin.execution.gc_reach import inside
+from marin.execution.gc_reach import info_of, inside, resumes
 from marin.execution.gc_retention import Retention, retained_keys, why_unreachable
 from marin.execution.gc_scan import (
     Output,
@@ -46,7 +46,7 @@ from marin.execution.gc_scan import (
 from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
 from marin.execution.shared import PUBLISHED_BY, RUNS, adopted_attempt, published_by
 from marin.execution.states import StepState
-from marin.execution.status import ATTEMPTS_FOLDER, LEASE_FILE, STATUS_FILE
+from marin.execution.status import ATTEMPTS_FOLDER, INFO_FILE, LEASE_FILE, STATUS_FILE
 from marin.storage import FileEntry, get_storage
 
 __all__ = ["GRACE_SECONDS", "Candidate", "GcRun", "collect", "delete", "parse_age", "run_gc"]
@@ -120,7 +120,7 @@ def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
     """Attempt folders, temporary and unpublished checkpoint folders of a kept output."""
     groups: dict[tuple[str, str], list[FileEntry]] = {}
     succeeded = out.status is not None and out.status.status is StepState.SUCCEEDED
-    resumes_from = _adopted(scan.prefix, out) if out.resumes and not succeeded else None
+    resumes_from = None if succeeded else _adopted(scan.prefix, out)
     for entry in out.files:
         parts = entry.path[len(out.path) + 1:].split("/")
         if parts[0] == ATTEMPTS_FOLDER and len(parts) > 2:
@@ -156,10 +156,20 @@ def _adopted(prefix: str, out: Output) -> str | None:
         elif (len(parts) == 2 and parts[1] == PUBLISHED_BY and not parts[0].startswith(".")
               and confined(prefix, [entry.path])):
             shared.append(parts[0])
-    if not attempts:
+    if not attempts or not _resumes(prefix, out):
         return None
     return adopted_attempt(sorted(attempts), published_by(get_storage(out.path), out.path,
                                                           shared))
+
+
+def _resumes(prefix: str, out: Output) -> bool:
+    """Whether a rerun of ``out``'s step adopts an attempt, from its info record (read
+    here when the scan did not need it)."""
+    if out.resumes is None:
+        path = f"{out.path}/{INFO_FILE}"
+        found = confined(prefix, [path]) and record_file(out, INFO_FILE) is not None
+        out.resumes = resumes(info_of(get_storage(path).read(path)) if found else None)
+    return out.resumes
 
 
 def _changed_since(scan: Scan,

@@ -2,10 +2,10 @@
 each rule one small function, for the scan (``marin.execution.gc_scan``) and for models of
 gc to mirror.
 
-    is_output("exp/a-3f9c01ab", info_of(blob))     # its own .executor_info names it
-    nested_prefixes(["t/.marin/pins/x", "a-1/f"])   # {"t"}: left alone, with all it holds
-    step_key("./exp//a-3f9c01ab")                   # "exp/a-3f9c01ab"
-    prefix_of("file:///abs/P")                      # "/abs/P"
+    is_output("exp/a-3f9c01ab", named, info_of(blob))  # an executor's record names it
+    nested_prefixes(["t/.marin/pins/x", "a-1/f"])      # {"t"}: left alone, all it holds
+    step_key("./exp//a-3f9c01ab")                      # "exp/a-3f9c01ab"
+    prefix_of("file:///abs/P")                         # "/abs/P"
 
 A folder that merely holds executor-named files (``.executor_info``, ``.executor_status``,
 ``.attempts``...) is no output: a step's snapshot of its input, copied into its own output,
@@ -16,13 +16,15 @@ is part of that output and kept with it. Outputs nested in a kept output are kep
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from marin.execution.status import CorruptRecordError, decode_info
 from marin.storage import Blob
 from marin.storage.files import normalize_url
 
-__all__ = ["info_of", "inside", "is_output", "nested_prefixes", "prefix_of", "step_key"]
+__all__ = ["info_of", "inside", "is_output", "nested_prefixes", "prefix_of", "resumes",
+           "step_key"]
 
 
 def prefix_of(text: str) -> str:
@@ -47,15 +49,24 @@ def info_of(blob: Blob | None) -> dict[str, Any] | None:
         return None
 
 
-def is_output(key: str, info: dict[str, Any] | None) -> bool:
-    """Whether the folder ``key`` (its path under the prefix) is a step output, by the
-    executor's own record ``info`` (its ``.executor_info``, ``info_of``): the executor
-    writes one into each output it makes, under the step's lease and before anything else,
-    naming the step's key. A folder that merely holds executor-named files (a step's
-    snapshot of its input, copied into its own output) holds a record naming another key:
-    it is part of the output around it. An unreadable record: not known to be an output,
-    so never deleted as one."""
-    return info is not None and info.get("key") == key
+def is_output(key: str, named: Collection[str], info: dict[str, Any] | None) -> bool:
+    """Whether the folder ``key`` (its path under the prefix), which holds executor-named
+    entries, is a step output, by the executor's own records: an invocation record names it
+    (``named``: the executor records every step of its plan before it runs one), or its own
+    ``.executor_info`` (``info``, ``info_of``) names it; the executor writes one into each
+    output it makes, under the step's lease, before anything else. A folder that merely
+    holds executor-named files (a step's snapshot of its input, copied into its own
+    output; a copy elsewhere) holds a record naming another key: it is part of the output
+    around it, or of none. A folder with an unreadable record is not known to be an
+    output, so it is never deleted as one."""
+    return key in named or (info is not None and info.get("key") == key)
+
+
+def resumes(info: dict[str, Any] | None) -> bool:
+    """Whether a rerun of the step whose info record is ``info`` adopts an earlier attempt
+    (the record's ``resumes``): then gc keeps the attempt it would adopt. A record without
+    it (written before it was recorded) or none: True, so nothing is lost."""
+    return info is None or info.get("resumes") is not False
 
 
 def nested_prefixes(paths: list[str]) -> set[str]:

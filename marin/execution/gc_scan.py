@@ -30,6 +30,7 @@ from marin.execution.gc_reach import (
     is_output,
     nested_prefixes,
     prefix_of,
+    resumes,
     step_key,
 )
 from marin.execution.invocation_record import InvocationRecord
@@ -70,9 +71,9 @@ class Output:
     files: list[FileEntry] = field(default_factory=list)
     status: StatusRecord | None = None
     lease: LeaseRecord | None = None
-    resumes: bool = True
-    """Whether a rerun of the step adopts an earlier attempt (its info record's
-    ``resumes``; records written before it was recorded: True, so nothing is lost)."""
+    resumes: bool | None = True
+    """Whether a rerun of the step adopts an earlier attempt (``gc_reach.resumes``); None:
+    its info record is not read yet."""
 
     @property
     def bytes(self) -> int:
@@ -199,7 +200,10 @@ def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) 
         holders.update("/".join(parts[:i]) for i in range(1, len(parts))
                        if parts[i] in _RECORDS)
         rest.append((parts, entry))
-    outputs = _outputs(storage, prefix, sorted(holders), {"/".join(p) for p, _ in rest}, read)
+    invocations, unreadable = ([], []) if not read else _read_invocations(
+        storage, prefix, confined(prefix, invocation_files))
+    named = None if not read else {k for inv in invocations for k in inv.keys}
+    outputs = _outputs(storage, prefix, sorted(holders), {"/".join(p) for p, _ in rest}, named)
     for parts, entry in rest:
         for j in range(len(parts) - 1, 0, -1):
             found = outputs.get("/".join(parts[:j]))
@@ -212,8 +216,6 @@ def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) 
         return Scan(prefix, outputs, [], set(), {}, left_alone, copies=copies)
     read_records(storage, prefix, list(outputs.values()), (LEASE_FILE,))
     pins = storage.read_many(confined(prefix, pin_files))
-    invocations, unreadable = _read_invocations(storage, prefix,
-                                                confined(prefix, invocation_files))
     return Scan(prefix, outputs, invocations,
                 {k for b in pins
                  if b and (k := step_key(b.data.decode(errors="replace").strip()))},
@@ -222,18 +224,22 @@ def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) 
 
 
 def _outputs(storage: Storage, prefix: str, holders: list[str], files: set[str],
-             read: bool) -> dict[str, Output]:
-    """The step outputs among ``holders`` (folders holding executor-named entries): those
-    whose listing shows an info record, and, when ``read``, whose record names them."""
-    keys = [k for k in holders if f"{k}/{INFO_FILE}" in files]
-    if read:
-        paths = set(confined(prefix, [f"{prefix}/{k}/{INFO_FILE}" for k in keys]))
-        keys = [k for k in keys if f"{prefix}/{k}/{INFO_FILE}" in paths]
-        infos = [info_of(b) for b in storage.read_many([f"{prefix}/{k}/{INFO_FILE}"
-                                                         for k in keys])]
-        return {k: Output(k, f"{prefix}/{k}", resumes=info.get("resumes") is not False)
-                for k, info in zip(keys, infos, strict=True) if is_output(k, info)}
-    return {k: Output(k, f"{prefix}/{k}") for k in keys}
+             named: set[str] | None) -> dict[str, Output]:
+    """The step outputs among ``holders`` (folders holding executor-named entries), by
+    ``is_output``: those the invocation records name (``named``), and of the others those
+    whose own info record names them (one read each). ``named=None``: no record read, every
+    holder with an info record in the listing."""
+    if named is None:
+        return {k: Output(k, f"{prefix}/{k}") for k in holders
+                if f"{k}/{INFO_FILE}" in files}
+    found = {k: Output(k, f"{prefix}/{k}", resumes=None) for k in holders if k in named}
+    others = confined(prefix, [f"{prefix}/{k}/{INFO_FILE}" for k in holders
+                               if k not in named and f"{k}/{INFO_FILE}" in files])
+    for path, blob in zip(others, storage.read_many(others), strict=True):
+        key, info = path[len(prefix) + 1:-len(INFO_FILE) - 1], info_of(blob)
+        if is_output(key, (), info):
+            found[key] = Output(key, f"{prefix}/{key}", resumes=resumes(info))
+    return found
 
 
 def record_file(out: Output, name: str) -> FileEntry | None:

@@ -40,7 +40,7 @@ def pin(prefix: str, key: str) -> None:
     storage = get_storage(prefix)
     found = _key(prefix, key)
     if found is None or not is_output(
-            found, info_of(storage.read(f"{prefix}/{found}/{INFO_FILE}"))):
+            found, (), info_of(storage.read(f"{prefix}/{found}/{INFO_FILE}"))):
         raise PinError(f"no step output {key!r} under {prefix}: name a step key as "
                        "`marin du` lists it (name-hash)")
     storage.write(_path(prefix, found), found.encode())

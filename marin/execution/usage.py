@@ -53,6 +53,8 @@ class Usage:
     prefix: str
     rows: list[UsageRow]
     unreachable: list[Candidate]
+    nested: tuple[str, ...] = ()
+    """Prefixes of their own inside this one (``gc_reach.nested_prefixes``): left out."""
 
     @property
     def bytes(self) -> int:
@@ -94,4 +96,4 @@ def prefix_usage(prefix: str, scan: Scan | None = None) -> Usage:
                      frees[o.key], o.status.status.stored if o.status is not None else None)
             for o in scan.outputs.values()]
     rows.sort(key=lambda r: (-r.modified, r.key))
-    return Usage(prefix, rows, unreachable)
+    return Usage(prefix, rows, unreachable, tuple(scan.nested))

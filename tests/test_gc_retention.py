@@ -127,6 +127,8 @@ def test_one_sweep_run_with_other_options_is_another_experiment(tmp_path: Path):
                 if "--budget=2" in json.loads(p.read_text())["name"]]
     assert record["format"] == 3 and record["name"] == "train --budget=2"
     assert record["script"] == str(script.resolve())
+    assert _gc(prefix, Retention(keep=("train --budget=2",))) == {str(small)}  # by its name
+    assert _kept(large)
 
 
 def test_keep_last_keeps_the_newest_invocations_of_each_experiment(tmp_path: Path):

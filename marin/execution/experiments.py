@@ -29,6 +29,7 @@ named ``train.py`` in two folders, or one sweep run with ``--budget=1e18`` and w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -113,8 +114,9 @@ def experiment_id(label: str, experiment: Experiment, options: Any) -> Experimen
 def _script_of(label: str) -> str | None:
     module = sys.modules.get(label)
     path = getattr(module, "__file__", None)
-    if path is None and Path(label).is_file():
-        path = label
+    with contextlib.suppress(OSError):  # a label no file can have (too long): no script
+        if path is None and Path(label).is_file():
+            path = label
     if path is None:
         main = sys.modules.get("__main__")
         spec = getattr(main, "__spec__", None)

@@ -8,7 +8,7 @@ oddly, an unreadable invocation record, truncated statuses, live and stale lease
 attempts a resume would adopt, outputs two days old and outputs just written. The model
 below, written from the documented rule (docs/storage.md) and nothing of gc's code, says
 which files are reachable; ``gc --yes`` (its 24-hour grace period included) must delete
-none of them, and every step output that nothing keeps.
+none of them, and every step output that nothing keeps, each deletion listed in its log.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from marin.execution.gc import run_gc
+from marin.execution.gc_log import GcLogEntry
 from marin.execution.gc_retention import Retention
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
 from marin.execution.lease import LeaseRecord, boot_id
@@ -302,4 +303,7 @@ def test_gc_deletes_nothing_reachable_and_every_output_nothing_keeps(world: Worl
     survivors = {k for k in doomed
                  if any(f.startswith(f"{built.prefix}/{k}/") for f in left)}
     assert not survivors, sorted(survivors)
-    assert left <= built.files | {str(p) for p in (built.prefix / ".marin" / "gc").glob("*")}
+    logs = list((built.prefix / ".marin" / "gc").glob("*.jsonl"))
+    assert left <= built.files | {str(p) for p in logs}
+    logged = [e.path + "/" for log in logs for e in GcLogEntry.decode_lines(log.read_bytes())]
+    assert all(any(f.startswith(p) for p in logged) for f in deleted)  # each one in the log

@@ -234,3 +234,21 @@ def test_records_of_format_2_still_count_by_the_experiment_as_typed(tmp_path: Pa
         data.pop("script"), data.pop("name")
         path.write_text(json.dumps({**data, "format": 2}))
     assert _gc(prefix) == {str(outputs[0])}
+
+
+@pytest.mark.parametrize("steps, ended, complete", [
+    ([("succeeded", None), ("reused", None)], 1.0, True),
+    ([("skipped", "succeeded"), ("succeeded", None)], 1.0, True),
+    ([("skipped", None), ("succeeded", None)], 1.0, False),  # not selected by run_only
+    ([("succeeded", None), ("failed", None)], 1.0, False),
+    ([("succeeded", None), ("cancelled", None)], 1.0, False),
+    ([(None, None)], None, False),  # killed: never ended
+    ([], 1.0, False),
+])
+def test_an_invocation_is_complete_when_it_ended_with_every_step_done(steps, ended, complete):
+    from marin.execution.invocation_record import InvocationRecord, InvocationStep
+
+    record = InvocationRecord("i", started=0.0, ended=ended, steps=tuple(
+        InvocationStep(f"s{n}-0", outcome=outcome, status_at_plan=at)
+        for n, (outcome, at) in enumerate(steps)))
+    assert record.complete is complete

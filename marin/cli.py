@@ -159,7 +159,11 @@ def _parser() -> argparse.ArgumentParser:
     gcp.add_argument("--prefix", required=True)
     gcp.add_argument("--keep", action="append", default=[], metavar="EXPERIMENT",
                      help="keep only these experiments (or invocation ids); repeatable")
-    gcp.add_argument("--older-than", metavar="AGE", help="only what is older (30d, 12h)")
+    gcp.add_argument("--older-than", metavar="AGE",
+                     help="only what is older (30d, 12h; 0 for any age; default 24h)")
+    gcp.add_argument("--keep-last", type=int, default=1, metavar="N",
+                     help="keep the newest N invocations of each experiment (default 1), "
+                          "and its last complete one")
     gcp.add_argument("--yes", action="store_true", help="delete (default: a dry run)")
     gcp.add_argument("--wait", type=float, default=60.0,
                      help="seconds to wait for executors that are planning (default 60)")
@@ -238,7 +242,8 @@ def _gc(args: argparse.Namespace, extra: list[str]) -> int:
     from marin import gc_commands
 
     return _reject_extra(extra) or gc_commands.gc(args.prefix, args.keep, args.older_than,
-                                                  args.yes, args.json, args.wait)
+                                                  args.yes, args.json, args.wait,
+                                                  args.keep_last)
 
 
 def _du(args: argparse.Namespace, extra: list[str]) -> int:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import sys
 import time
-import uuid
 
 from rich.console import Console
 
-from marin.execution.gc import Candidate, collect, delete, parse_age
-from marin.execution.gc_scan import scan_prefix
+from marin.execution.gc import GRACE_SECONDS, Candidate, parse_age, run_gc
+from marin.execution.gc_reach import prefix_of
+from marin.execution.gc_retention import Retention, unknown_keeps
+from marin.execution.gc_scan import Scan, scan_prefix
 from marin.execution.pins import PinError, pin, pins, unpin
-from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
+from marin.execution.prefix_guard import GcRefused
 from marin.execution.usage import prefix_usage
 from marin.storage import StorageError, get_storage
 
@@ -41,6 +42,13 @@ def _size(n: float) -> str:
     return f"{n} B"
 
 
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:g}s"
+
+
 def _checked_prefix(prefix: str) -> str | None:
     try:
         if not get_storage(prefix).list_dir(prefix):
@@ -51,41 +59,43 @@ def _checked_prefix(prefix: str) -> str | None:
     return None
 
 
+def _notes(scan: Scan) -> list[str]:
+    """One line for each part of the prefix gc leaves alone, and why."""
+    notes = [f"left alone {n}: a prefix of its own (it holds .marin/); run marin gc "
+             f"--prefix {n} for it" for n in scan.nested]
+    notes += [f"kept every step output: the invocation record {r} is unreadable, so gc "
+              "cannot tell what it names; delete or repair it" for r in scan.unreadable]
+    return notes
+
+
 def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
-       wait: float = 60.0) -> int:
-    prefix = prefix.rstrip("/")
+       wait: float = 60.0, keep_last: int = 1) -> int:
+    prefix = prefix_of(prefix)
     error = _checked_prefix(prefix)
     try:
-        age = parse_age(older_than) if older_than is not None else None
+        age = parse_age(older_than) if older_than is not None else GRACE_SECONDS
+        rule = Retention(keep_last, tuple(keep))
     except ValueError as e:
         error = error or str(e)
     if error is not None:
         return _err(error)
     scan = scan_prefix(prefix)
-    unknown = scan.unknown_keeps(keep)
+    unknown = unknown_keeps(scan.invocations, keep)
     if unknown:
         known = sorted({i.experiment for i in scan.invocations})
         return _err(f"--keep {unknown[0]} names no experiment or invocation id under "
                     f"{prefix}/.marin/invocations; the experiments there: "
                     f"{', '.join(known) or 'none'}")
-    skipped: list[str] = []
-    if yes:
-        try:
-            lease = take_prefix_for_gc(prefix, get_storage(prefix),
-                                       f"gc-{uuid.uuid4().hex[:8]}", wait)
-        except GcRefused as e:
-            return _err(str(e))
-        try:  # read again under the lease: executors may have recorded runs meanwhile
-            fresh = scan_prefix(prefix)
-            found, skipped = delete(fresh, collect(fresh, keep, age))
-        finally:
-            lease.release()
-    else:
-        found = collect(scan, keep, age)
+    try:
+        run = run_gc(prefix, rule, age, yes, wait, scan=scan)
+    except GcRefused as e:
+        return _err(str(e))
+    found, skipped = run.found, run.skipped
     total = sum(c.bytes for c in found)
     if as_json:
         print(json.dumps({"prefix": prefix, "dry_run": not yes, "bytes": total,
-                          "candidates": [c.to_json() for c in found], "skipped": skipped},
+                          "candidates": [c.to_json() for c in found], "skipped": skipped,
+                          "older_than": age, "log": run.log, "notes": _notes(scan)},
                          indent=1))
         return 0
     console = _out()
@@ -94,13 +104,17 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
         console.print(f"{c.path}  {_size(c.bytes)}  {c.kind}: {c.reason}", highlight=False)
     for note in skipped:
         console.print(f"skipped {note}", highlight=False)
+    for note in _notes(scan):
+        console.print(note, highlight=False)
     console.print(f"{verb} {len(found)} item(s), {_size(total)}"
-                  + ("" if yes else "; run again with --yes to delete them"), highlight=False)
+                  + ("" if yes else "; run again with --yes to delete them")
+                  + (f"; nothing modified in the last {_age(age)} (--older-than)" if age else "")
+                  + (f"; listed in {run.log}" if run.log else ""), highlight=False)
     return 0
 
 
 def du(prefix: str, as_json: bool) -> int:
-    prefix = prefix.rstrip("/")
+    prefix = prefix_of(prefix)
     error = _checked_prefix(prefix)
     if error is not None:
         return _err(error)
@@ -108,7 +122,8 @@ def du(prefix: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps({"prefix": prefix, "steps": [r.to_json() for r in usage.rows],
                           "experiments": usage.by_experiment, "step_names": usage.by_step,
-                          "bytes": usage.bytes, "gc_frees": usage.gc_frees}, indent=1))
+                          "bytes": usage.bytes, "gc_frees": usage.gc_frees,
+                          "nested_prefixes": list(usage.nested)}, indent=1))
         return 0
     from rich.table import Table
 
@@ -123,8 +138,12 @@ def du(prefix: str, as_json: bool) -> int:
         console.print(f"per {title}: " + ", ".join(f"{name} {_size(size)}"
                                                     for name, size in totals.items()),
                       highlight=False)
+    for nested in usage.nested:
+        console.print(f"left out {nested}: a prefix of its own (it holds .marin/); run marin "
+                      f"du --prefix {nested} for it", highlight=False)
     console.print(f"{len(usage.rows)} step output(s), {_size(usage.bytes)}"
-                  f"; marin gc would free {_size(usage.gc_frees)}", highlight=False)
+                  f"; marin gc --older-than 0 would free {_size(usage.gc_frees)} (by default gc "
+                  "leaves what is under 24 hours old)", highlight=False)
     return 0
 
 

@@ -29,7 +29,8 @@ def test_the_written_record_reads_back_whole_in_the_dashboard_and_in_gc(tmp_path
     record = InvocationRecord.from_json(data, path.name)
     assert record.error is None and record.problems == ()
     assert record.to_json() == data  # nothing written is lost on reading
-    assert (record.format, record.experiment, record.id) == (2, "exp.py", path.stem)
+    assert (record.format, record.experiment, record.id) == (3, "exp.py", path.stem)
+    assert (record.script, record.name) == (None, "exp.py")  # named by code: no script
     keys = [e.node.key for e in result.plan.entries]
     assert [(s.key, s.dependencies, s.outcome) for s in record.steps] == [
         (keys[0], (), "succeeded"), (keys[1], (keys[0],), "succeeded")]
@@ -58,6 +59,7 @@ def test_a_record_of_the_first_format_still_reads():
     record = InvocationRecord.decode("20250101-120000-1a2b3c4d.json", json.dumps(old).encode())
     assert record.problems == () and record.error is None
     assert (record.format, record.experiment, record.duration) == (1, "e.py", 60.5)
+    assert (record.script, record.name, record.complete) == (None, None, True)
     assert record.steps == (
         InvocationStep("a-1234abcd", "a", "/p/a-1234abcd", (), (), "skip",
                        "already succeeded", None, "SUCCESS", "skipped"),
@@ -70,6 +72,6 @@ def test_gc_keeps_what_a_record_with_one_damaged_step_names(tmp_path: Path):
     _, path, data = _run_two_steps(prefix)
     data["steps"].append({"key": "c-1234abcd"})  # a hand edit: a step with a key alone
     path.write_text(json.dumps(data))
-    assert collect(scan_prefix(str(prefix)), keep=[]) == []
+    assert collect(scan_prefix(str(prefix)), keep=[], older_than=None) == []
     dashboard = PrefixReader(str(prefix)).invocations()[0]
     assert [s.key for s in dashboard.steps][-1] == "c-1234abcd"

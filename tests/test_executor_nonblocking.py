@@ -204,7 +204,7 @@ def test_gc_and_the_dashboard_count_a_nonblocking_dependency(tmp_path: Path):
     result = Executor(prefix, max_concurrent=2).run([evaluator])
     assert result.ok, result.summary()
     train_key, eval_key = (e.node.key for e in result.plan.entries)
-    assert [c.output for c in collect(scan_prefix(prefix), keep=[])
+    assert [c.output for c in collect(scan_prefix(prefix), keep=[], older_than=None)
             if c.kind == "output"] == []
     reader = PrefixReader(prefix)
     [invocation] = reader.invocations()

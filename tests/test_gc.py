@@ -18,6 +18,8 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 
 EXPERIMENT = "tests.fixtures.gc_experiment"
+#: These tests gc outputs they have just made: no grace period (24 hours by default).
+ANY_AGE = ("--older-than", "0")
 
 
 def _env(tmp_path: Path, **env: str) -> dict[str, str]:
@@ -76,7 +78,7 @@ def test_gc_lists_then_deletes_exactly_what_nothing_needs(tmp_path: Path):
         held = _one(prefix, "gc/hold-*")
         expected = {(str(paths["old"]), "output"), (str(paths["attempt"]), "attempt"),
                     (str(paths["cut"]), "orbax-tmp")}
-        dry = _marin(tmp_path, "gc", "--prefix", str(prefix), "--json")
+        dry = _marin(tmp_path, "gc", "--prefix", str(prefix), *ANY_AGE, "--json")
         assert dry.returncode == 0, dry.stderr
         report = json.loads(dry.stdout)
         assert {(c["path"], c["kind"]) for c in report["candidates"]} == expected
@@ -90,7 +92,7 @@ def test_gc_lists_then_deletes_exactly_what_nothing_needs(tmp_path: Path):
         assert {r["key"] for r in du["steps"]} == {
             str(p.relative_to(prefix)) for p in (paths["old"], paths["new"], paths["crash"],
                                                  paths["data"], held)}
-        done = _marin(tmp_path, "gc", "--prefix", str(prefix), "--yes", "--json")
+        done = _marin(tmp_path, "gc", "--prefix", str(prefix), *ANY_AGE, "--yes", "--json")
         assert done.returncode == 0, done.stderr
         assert {(c["path"], c["kind"]) for c in json.loads(done.stdout)["candidates"]} \
             == expected
@@ -141,7 +143,8 @@ def test_gc_waits_for_an_executor_between_its_plan_and_its_invocation_record(tmp
         run.start()
         assert planned.wait(60)
         threading.Timer(1.0, go.set).start()
-        done = _marin(tmp_path, "gc", "--prefix", str(tmp_path / "prefix"), "--yes", "--json")
+        done = _marin(tmp_path, "gc", "--prefix", str(tmp_path / "prefix"), *ANY_AGE, "--yes",
+                      "--json")
         run.join(60)
     finally:
         executor_module.record_invocation = original
@@ -189,10 +192,10 @@ def test_a_pinned_old_version_is_kept_until_unpinned(tmp_path: Path):
     key = str(old.relative_to(prefix))
     assert _marin(tmp_path, "pin", key, "--prefix", str(prefix)).returncode == 0
     assert _marin(tmp_path, "pin", "--list", "--prefix", str(prefix)).stdout.split() == [key]
-    dry = json.loads(_marin(tmp_path, "gc", "--prefix", str(prefix), "--json").stdout)
+    dry = json.loads(_marin(tmp_path, "gc", "--prefix", str(prefix), *ANY_AGE, "--json").stdout)
     assert dry["candidates"] == []
     assert _marin(tmp_path, "unpin", key, "--prefix", str(prefix)).returncode == 0
-    dry = json.loads(_marin(tmp_path, "gc", "--prefix", str(prefix), "--json").stdout)
+    dry = json.loads(_marin(tmp_path, "gc", "--prefix", str(prefix), *ANY_AGE, "--json").stdout)
     assert [c["step"] for c in dry["candidates"]] == [key]
     wrong = _marin(tmp_path, "pin", "gc/nothing-0000", "--prefix", str(prefix))
     assert wrong.returncode == 2 and "no step output 'gc/nothing-0000'" in wrong.stderr
@@ -233,7 +236,7 @@ def test_gc_while_executors_run_deletes_nothing_they_use(tmp_path: Path):
             time.sleep(0.05)
         running = {p for p in (prefix / "gc").glob("study-*") if (p / ".attempts").exists()}
         assert len(running) == 2
-        gcs = [_marin(tmp_path, "gc", "--prefix", str(prefix), "--yes", "--json")
+        gcs = [_marin(tmp_path, "gc", "--prefix", str(prefix), *ANY_AGE, "--yes", "--json")
                for _ in range(3)]
     finally:
         (tmp_path / "release").touch()

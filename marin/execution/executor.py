@@ -29,6 +29,7 @@ from marin.execution.compat import (  # Marin's import paths: marin.execution.ex
     StepStatus,
 )
 from marin.execution.graph import StepGraph, StepNode
+from marin.execution.invocation_record import ExperimentId
 from marin.execution.invocations import record_invocation
 from marin.execution.observers import observed
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
@@ -239,7 +240,7 @@ class Executor:
     def run(self, steps: StepGraph | Sequence[ExecutorStep],
             run_only: Sequence[str] | None = None, force_run_failed: bool = True,
             progress: Progress | None = None, *, force_run: Sequence[str] | None = None,
-            experiment: str | None = None) -> RunResult:
+            experiment: str | ExperimentId | None = None) -> RunResult:
         """Run what the plan says; ``experiment`` names the experiment in the invocation
         record (``marin.execution.invocations``)."""
         # From the plan until the invocation record names its steps, no gc deletes here.

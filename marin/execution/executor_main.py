@@ -45,7 +45,7 @@ from marin.execution.command_line import (
 )
 from marin.execution.errors import one_line
 from marin.execution.executor import Executor, RunResult, gc_paused, signals_interrupt
-from marin.execution.experiments import Experiment
+from marin.execution.experiments import Experiment, experiment_id
 from marin.execution.graph import StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.json_report import dumps_report
@@ -180,7 +180,9 @@ def run_invocation(invocation: Invocation, experiment: str, style: Style
             progress_for(out)
         with _stdout_to_stderr(options.json), signals_interrupt():
             result = executor.run(graph, options.run_only, options.force_run_failed, progress,
-                                  force_run=options.force_run, experiment=experiment)
+                                  force_run=options.force_run,
+                                  experiment=experiment_id(experiment, invocation.experiment,
+                                                           invocation.experiment_options))
     except BrokenPipeError:
         raise  # the reader went away (``| head``): not a configuration error
     except (UnhashableConfigError, StepGraphError, OverrideError, StorageError,

@@ -7,6 +7,7 @@
 
     module = load_experiment("experiments/isoflop_3e19.py")   # or "experiments.isoflop_3e19"
     declared = experiment_of_module(module)                   # what `marin executor` runs
+    experiment_id("experiments/isoflop_3e19.py", declared, options)   # for the record
 
 An experiment is a Python file or module with a module-level ``experiment`` (an
 ``Experiment``), or a ``steps`` list, or a function ``steps()`` that returns one.
@@ -17,10 +18,19 @@ run), and ``after``, called with the result (the run's, or the plan of a dry run
 options. A step built with a name or sub-path that cannot be a path
 under the prefix (``ExecutorStep("..", ...)``, ``this_output_path("../x")``) is reported as
 one line naming the file and line that built it.
+
+An experiment's identity in its invocation records (``experiment_id``, which ``marin gc``
+keeps the versions of) is its script's resolved path and its name: the file's stem or the
+module's last part, followed by each of its own options given a value other than the
+default. ``./train.py``, ``train.py`` and its absolute path are one experiment; two files
+named ``train.py`` in two folders, or one sweep run with ``--budget=1e18`` and with
+``--budget=3e18``, are two.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -32,7 +42,11 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
+from marin.execution.invocation_record import ExperimentId
 from marin.execution.step import ExecutorStep, StepDefinitionError
+
+__all__ = ["EXPERIMENT_MODULE_PREFIX", "Experiment", "ExperimentError", "experiment_id",
+           "experiment_of_module", "find_experiments", "load_experiment", "steps_of"]
 
 #: Experiment files are loaded as modules named with this prefix and the file's stem.
 EXPERIMENT_MODULE_PREFIX = "marin_experiment_"
@@ -83,6 +97,45 @@ def experiment_of_module(module: ModuleType) -> Experiment:
     if isinstance(declared, Experiment):
         return declared
     return Experiment(steps_of(module))
+
+
+def experiment_id(label: str, experiment: Experiment, options: Any) -> ExperimentId:
+    """Which experiment a run of ``label`` (a file's path as typed, or a module's name)
+    with the experiment's ``options`` is: its script's resolved path and its name."""
+    script = _script_of(label)
+    base = Path(script).stem if script else label
+    if script and base in ("__main__", "__init__"):  # a package: its folder
+        base = Path(script).parent.name
+    if script is None and "." in label and not label.endswith(".py"):
+        base = label.rpartition(".")[2]
+    return ExperimentId(label, script, base + _given_options(experiment, options))
+
+
+def _script_of(label: str) -> str | None:
+    module = sys.modules.get(label)
+    path = getattr(module, "__file__", None)
+    with contextlib.suppress(OSError):  # a label no file can have (too long): no script
+        if path is None and Path(label).is_file():
+            path = label
+    if path is None:
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name.removesuffix(".__main__") == label:
+            path = getattr(main, "__file__", None)
+    return os.path.realpath(path) if path else None
+
+
+def _given_options(experiment: Experiment, options: Any) -> str:
+    """`` --field=value`` for each of the experiment's options not at its default."""
+    if options is None or not is_dataclass(options):
+        return ""
+    try:
+        default = experiment.default_options()
+    except (TypeError, ValueError):  # no defaults to compare with: every option is given
+        default = None
+    return "".join(f" --{f.name}={getattr(options, f.name)!r}"
+                   for f in dataclasses.fields(options)
+                   if default is None or getattr(options, f.name) != getattr(default, f.name))
 
 
 def find_experiments(root: Path | None = None) -> list[Path]:

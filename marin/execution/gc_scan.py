@@ -3,17 +3,17 @@ that reference them, pins, and what each step's lease and status say now.
 
     scan = scan_prefix("gs://bucket/prefix")
     scan.outputs["train/tiny-3f9c01ab"].bytes      # every file of that output
-    scan.kept_keys(keep=[])                        # outputs that a kept invocation names
+    scan.kept_keys(kept)          # outputs that the kept invocations (gc_retention) name
 
 One listing of the whole prefix (``Storage.list_files``) and batched reads of the small
 records that the listing shows: a prefix of 10,000 outputs costs one read per output and
 the listing's pages, not one request per file.
 
-Design note: an invocation record names its experiment by a command-line argument, which
-is not always the experiment (older records name the ``--prefix`` value). So invocations
-belong to one experiment when they share that name *and* the names of their steps: a
-changed config gives a new version of the same step names (the older version becomes
-unreachable); records that merely share a name are kept apart.
+What counts as a step output, a nested prefix (left out of the scan) and a pinned key is
+``marin.execution.gc_reach``'s.
+
+Which invocations are kept, and which belong to one experiment, is
+``marin.execution.gc_retention``'s to say.
 """
 
 from __future__ import annotations
@@ -21,8 +21,18 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from marin.execution.gc_reach import (
+    info_of,
+    inside,
+    is_output,
+    nested_prefixes,
+    prefix_of,
+    resumes,
+    step_key,
+)
 from marin.execution.invocation_record import InvocationRecord
 from marin.execution.invocations import INVOCATIONS_DIR
 from marin.execution.lease import LeaseRecord
@@ -61,6 +71,9 @@ class Output:
     files: list[FileEntry] = field(default_factory=list)
     status: StatusRecord | None = None
     lease: LeaseRecord | None = None
+    resumes: bool | None = True
+    """Whether a rerun of the step adopts an earlier attempt (``gc_reach.resumes``); None:
+    its info record is not read yet."""
 
     @property
     def bytes(self) -> int:
@@ -91,8 +104,8 @@ class Invocation:
 
     @classmethod
     def of(cls, record: InvocationRecord, prefix: str) -> Invocation:
-        keys = {(_relative(prefix, s.output_path) if s.output_path else None) or s.key
-                for s in record.steps}
+        keys = {(_relative(prefix, prefix_of(s.output_path)) if s.output_path else None)
+                or s.key for s in record.steps}
         return cls(record, frozenset(keys), frozenset(s.name for s in record.steps))
 
     @property
@@ -107,10 +120,6 @@ class Invocation:
     def started(self) -> float:
         """The start time (0 for a record without one: the oldest)."""
         return self.record.started or 0.0
-
-    @property
-    def identity(self) -> tuple[str, frozenset[str]]:
-        return self.experiment, self.names
 
     @property
     def may_be_running(self) -> bool:
@@ -136,31 +145,25 @@ class Scan:
     pins: set[str]
     markers: dict[str, str]
     """Path of each published checkpoint folder -> the marker publishing it."""
+    nested: list[str] = field(default_factory=list)
+    """Nested prefixes (``nested_prefixes``), left alone with all they hold."""
+    unreadable: list[str] = field(default_factory=list)
+    """Invocation records that cannot be read: while any is there, every output is kept."""
+    copies: frozenset[str] = frozenset()
+    """Folders holding executor-named entries that are no output (``is_output``): parts of
+    the output around them, kept with it and never cleaned as its leftovers."""
 
-    def latest_invocations(self) -> dict[tuple[str, frozenset[str]], Invocation]:
-        latest: dict[tuple[str, frozenset[str]], Invocation] = {}
-        for inv in sorted(self.invocations, key=lambda i: (i.started, i.id)):
-            latest[inv.identity] = inv
-        return latest
-
-    def kept_invocations(self, keep: list[str]) -> list[Invocation]:
-        """The latest invocation of each experiment (or of those named in ``keep``, by
-        experiment or invocation id), and every invocation that may still be running."""
-        latest = self.latest_invocations().values()
-        if keep:
-            kept = [i for i in latest if i.experiment in keep]
-            kept += [i for i in self.invocations if i.id in keep]
-        else:
-            kept = list(latest)
-        kept += [i for i in self.invocations if i.may_be_running]
-        return list({i.id: i for i in kept}.values())
-
-    def kept_keys(self, keep: list[str]) -> set[str]:
-        return {k for inv in self.kept_invocations(keep) for k in inv.keys} | self.pins
-
-    def unknown_keeps(self, keep: list[str]) -> list[str]:
-        known = {i.experiment for i in self.invocations} | {i.id for i in self.invocations}
-        return [k for k in keep if k not in known]
+    def kept_keys(self, kept: Iterable[Invocation]) -> set[str]:
+        """The outputs kept: those a ``kept`` invocation or a pin names, those holding a
+        nested prefix, and those inside a kept one. Every output while an invocation record
+        is unreadable (it may name any)."""
+        if self.unreadable:
+            return set(self.outputs)
+        named = {k for inv in kept for k in inv.keys} | self.pins
+        named |= {"/".join(p[:i]) for n in self.nested  # outputs holding a nested prefix
+                  for p in [n[len(self.prefix) + 1:].split("/")]
+                  for i in range(1, len(p))} & self.outputs.keys()
+        return {k for k in self.outputs if k in named or inside(k, named)}
 
 
 def _relative(prefix: str, path: str) -> str | None:
@@ -170,46 +173,73 @@ def _relative(prefix: str, path: str) -> str | None:
 
 def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) -> Scan:
     """What ``prefix`` holds: the outputs with their leases (statuses are read on demand,
-    ``read_records``), invocations, pins and markers. ``read=False``: the listing alone (no
-    record is read, and the scan names no invocation, pin or marker)."""
+    ``read_records``), invocations, pins and markers, and the nested prefixes it leaves
+    alone. ``read=False``: the listing alone (no record is read: every folder holding an
+    ``.executor_info`` counts as an output, and the scan names no invocation, pin or
+    marker)."""
+    prefix = prefix_of(prefix)
     storage = storage or get_storage(prefix)
-    prefix = prefix.rstrip("/")
-    files = storage.list_files(prefix)
-    outputs: dict[str, Output] = {}
+    listed = [(rel, entry) for entry in storage.list_files(prefix)
+              if (rel := _relative(prefix, entry.path)) is not None]
+    nested = nested_prefixes([rel for rel, _ in listed])
     rest: list[tuple[list[str], FileEntry]] = []
     invocation_files, pin_files, marker_files = [], [], []
-    for entry in files:
-        rel = _relative(prefix, entry.path)
-        if rel is None:
-            continue
+    holders: set[str] = set()  # folders holding executor-named entries at their top
+    for rel, entry in listed:
         parts = rel.split("/")
-        if rel.startswith(INVOCATIONS_DIR + "/") and rel.endswith(".json"):
-            invocation_files.append(entry.path)
-        elif rel.startswith(PINS_DIR + "/"):
-            pin_files.append(entry.path)
         if parts[0] == ".marin":
+            if rel.startswith(INVOCATIONS_DIR + "/") and rel.endswith(".json"):
+                invocation_files.append(entry.path)
+            elif rel.startswith(PINS_DIR + "/"):
+                pin_files.append(entry.path)
+            continue
+        if inside(rel, nested):
             continue
         if entry.path.endswith(MARKER_SUFFIX):
             marker_files.append(entry.path)
-        cut = next((i for i, p in enumerate(parts) if p in _RECORDS), None)
-        if cut:  # a record at the top of an output, or its attempts folder
-            key = "/".join(parts[:cut])
-            outputs.setdefault(key, Output(key, f"{prefix}/{key}"))
+        holders.update("/".join(parts[:i]) for i in range(1, len(parts))
+                       if parts[i] in _RECORDS)
         rest.append((parts, entry))
+    invocations, unreadable = ([], []) if not read else _read_invocations(
+        storage, prefix, confined(prefix, invocation_files))
+    named = None if not read else {k for inv in invocations for k in inv.keys}
+    outputs = _outputs(storage, prefix, sorted(holders), {"/".join(p) for p, _ in rest}, named)
     for parts, entry in rest:
         for j in range(len(parts) - 1, 0, -1):
             found = outputs.get("/".join(parts[:j]))
             if found is not None:
                 found.files.append(entry)
                 break
+    left_alone = sorted(f"{prefix}/{n}" for n in nested)
+    copies = frozenset(holders - outputs.keys())
     if not read:
-        return Scan(prefix, outputs, [], set(), {})
+        return Scan(prefix, outputs, [], set(), {}, left_alone, copies=copies)
     read_records(storage, prefix, list(outputs.values()), (LEASE_FILE,))
     pins = storage.read_many(confined(prefix, pin_files))
-    return Scan(prefix, outputs,
-                _read_invocations(storage, prefix, confined(prefix, invocation_files)),
-                {b.data.decode().strip() for b in pins if b},
-                _read_markers(storage, confined(prefix, marker_files)))
+    return Scan(prefix, outputs, invocations,
+                {k for b in pins
+                 if b and (k := step_key(b.data.decode(errors="replace").strip()))},
+                _read_markers(storage, confined(prefix, marker_files)), left_alone,
+                unreadable, copies)
+
+
+def _outputs(storage: Storage, prefix: str, holders: list[str], files: set[str],
+             named: set[str] | None) -> dict[str, Output]:
+    """The step outputs among ``holders`` (folders holding executor-named entries), by
+    ``is_output``: those the invocation records name (``named``), and of the others those
+    whose own info record names them (one read each). ``named=None``: no record read, every
+    holder with an info record in the listing."""
+    if named is None:
+        return {k: Output(k, f"{prefix}/{k}") for k in holders
+                if f"{k}/{INFO_FILE}" in files}
+    found = {k: Output(k, f"{prefix}/{k}", resumes=None) for k in holders if k in named}
+    others = confined(prefix, [f"{prefix}/{k}/{INFO_FILE}" for k in holders
+                               if k not in named and f"{k}/{INFO_FILE}" in files])
+    for path, blob in zip(others, storage.read_many(others), strict=True):
+        key, info = path[len(prefix) + 1:-len(INFO_FILE) - 1], info_of(blob)
+        if is_output(key, (), info):
+            found[key] = Output(key, f"{prefix}/{key}", resumes=resumes(info))
+    return found
 
 
 def record_file(out: Output, name: str) -> FileEntry | None:
@@ -258,14 +288,20 @@ def read_records(storage: Storage, prefix: str, outputs: list[Output],
             out.status = None
 
 
-def _read_invocations(storage: Storage, prefix: str, paths: list[str]) -> list[Invocation]:
-    found = []
+def _read_invocations(storage: Storage, prefix: str,
+                      paths: list[str]) -> tuple[list[Invocation], list[str]]:
+    """The readable invocation records in ``paths``, and the path of each unreadable one
+    (one a crash cut short, say): gc cannot tell what such a record names."""
+    found, unreadable = [], []
     for path, blob in zip(paths, storage.read_many(paths), strict=True):
-        record = InvocationRecord.decode(path.rpartition("/")[2],
-                                         None if blob is None else blob.data)
-        if record.error is None:  # an unreadable record keeps nothing; others judge its outputs
+        if blob is None:
+            continue  # deleted since the listing: it names nothing now
+        record = InvocationRecord.decode(path.rpartition("/")[2], blob.data)
+        if record.error is None:
             found.append(Invocation.of(record, prefix))
-    return found
+        else:
+            unreadable.append(path)
+    return found, unreadable
 
 
 def _read_markers(storage: Storage, paths: list[str]) -> dict[str, str]:

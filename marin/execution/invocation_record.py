@@ -5,8 +5,11 @@ type its writer (``marin.execution.invocations``), the dashboard and ``marin gc`
     record.experiment, record.steps[0].key, record.problems   # "exp.py", "train/tiny-...", ()
     raw = json.dumps(record.to_json()).encode()
 
-Format 2 adds each step's ``nonblocking`` dependencies; format 1 files (without them, and
-without ``format`` at all before it was written) read the same otherwise. Decoding checks
+Format 3 adds the experiment's ``script`` (its file's resolved path) and ``name`` (see
+``ExperimentId``), which tell experiments apart for ``marin gc``; format 2 added each
+step's ``nonblocking`` dependencies. Files of formats 1 and 2 (without them, and without
+``format`` at all before it was written) read the same otherwise, with ``script`` and
+``name`` None. Decoding checks
 every field once: one of the wrong type is dropped and named in ``problems``; bytes that
 are no record at all give a record whose ``error`` says why.
 """
@@ -21,7 +24,26 @@ from typing import Any, ClassVar
 from marin.execution.record_fields import FieldReader, loads, shown
 from marin.execution.states import StepState
 
-__all__ = ["InvocationRecord", "InvocationStep", "StepEnd"]
+__all__ = ["ExperimentId", "InvocationRecord", "InvocationStep", "StepEnd"]
+
+
+_DONE = (StepState.SUCCEEDED.value, StepState.REUSED.value)
+_SUCCEEDED = (StepState.SUCCEEDED.value, StepState.SUCCEEDED.stored)  # format 1 stored "SUCCESS"
+
+
+@dataclass(frozen=True)
+class ExperimentId:
+    """Which experiment an invocation ran, as its front end knows it."""
+
+    label: str
+    """The experiment as it was typed or started (``experiments/x.py``, a module's name),
+    shown by the dashboard and matched by ``marin gc --keep``."""
+    script: str | None = None
+    """The resolved path of the experiment's file; None for ``Executor.run`` from code."""
+    name: str | None = None
+    """The experiment's name: the file's stem or the module's name, followed by each of
+    the experiment's own options given a value other than its default (``isoflop
+    --budget=3e+18``); for a run from code, the name it was given."""
 
 
 @dataclass(frozen=True)
@@ -79,13 +101,18 @@ class InvocationStep:
 class InvocationRecord:
     """One executor invocation."""
 
-    FORMAT: ClassVar[int] = 2
+    FORMAT: ClassVar[int] = 3
 
     id: str
     format: int = FORMAT
     prefix: str | None = None
     experiment: str = "?"
     """The experiment as its front end names it (the script's path or the module)."""
+    script: str | None = None
+    """The resolved path of the experiment's file (``ExperimentId.script``); None in a
+    record of format 1 or 2, or for a run started from code."""
+    name: str | None = None
+    """The experiment's name (``ExperimentId.name``); None in a record of format 1 or 2."""
     argv: tuple[str, ...] = ()
     cwd: str | None = None
     user: str | None = None
@@ -109,6 +136,16 @@ class InvocationRecord:
             return None
         return self.ended - self.started
 
+    @property
+    def complete(self) -> bool:
+        """It ended with every step of its plan done: succeeded or reused in this
+        invocation, or skipped because it had succeeded before. (A step skipped as not
+        selected by ``run_only``, a failure, a cancel or a record cut short is not.)"""
+        return self.ended is not None and self.error is None and bool(self.steps) and all(
+            s.outcome in _DONE or (s.outcome == StepState.SKIPPED.value
+                                   and s.status_at_plan in _SUCCEEDED)
+            for s in self.steps)
+
     def finished(self, ends: Mapping[str, StepEnd], ended: float) -> InvocationRecord:
         """The record at the end: each step's end (``ends`` by key; a step without one was
         skipped by the plan, or cancelled), the counts by outcome, the end time."""
@@ -126,7 +163,8 @@ class InvocationRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": self.FORMAT, "id": self.id, "prefix": self.prefix,
-                "experiment": self.experiment, "argv": list(self.argv), "cwd": self.cwd,
+                "experiment": self.experiment, "script": self.script, "name": self.name,
+                "argv": list(self.argv), "cwd": self.cwd,
                 "user": self.user, "host": self.host, "pid": self.pid,
                 "git_commit": self.git_commit, "started": self.started, "ended": self.ended,
                 "steps": [s.to_json() for s in self.steps],
@@ -142,7 +180,9 @@ class InvocationRecord:
         what = f"invocation record {name}"
         check = FieldReader(what, data)
         fields = dict(format=check.integer("format") or 1, prefix=check.text("prefix"),
-                      experiment=check.text("experiment") or "?", argv=check.texts("argv"),
+                      experiment=check.text("experiment") or "?",
+                      script=check.text("script"), name=check.text("name"),
+                      argv=check.texts("argv"),
                       cwd=check.text("cwd"), user=check.text("user"), host=check.text("host"),
                       pid=check.integer("pid"), git_commit=check.text("git_commit"),
                       started=check.time("started"), ended=check.time("ended"),

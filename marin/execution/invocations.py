@@ -5,7 +5,8 @@
     # <prefix>/.marin/invocations/20250101-120000-1a2b3c4d.json
 
 The record names the experiment (as the front end that started the run names it: the
-script's path or the module, never guessed from the command line), the user, host, git
+script's path or the module, never guessed from the command line; and the script's
+resolved path and the experiment's name, ``ExperimentId``), the user, host, git
 commit, start and end time, and every step of the plan: its key, output path,
 dependencies, the plan's action and reason, and how it ended in this invocation. It is
 written when the run starts and rewritten when it ends; ``marin dashboard`` and ``marin gc``
@@ -28,7 +29,12 @@ import uuid
 from typing import TYPE_CHECKING
 
 from marin.execution.graph import nonblocking_keys
-from marin.execution.invocation_record import InvocationRecord, InvocationStep, StepEnd
+from marin.execution.invocation_record import (
+    ExperimentId,
+    InvocationRecord,
+    InvocationStep,
+    StepEnd,
+)
 from marin.execution.states import StepState
 from marin.execution.status import current_user, git_commit
 
@@ -48,11 +54,14 @@ def invocations_folder(prefix: str) -> str:
 
 
 def record_invocation(prefix: str, storage: Storage, progress: Progress,
-                      experiment: str | None = None) -> Progress:
+                      experiment: str | ExperimentId | None = None) -> Progress:
     """``progress``, wrapped so that the run's start and end are recorded under ``prefix``.
-    ``experiment`` is the name the front end gives the experiment (the script's path or the
-    module); without one (``Executor.run`` called from code) the record says so."""
-    return _InvocationRecorder(prefix, storage, progress, experiment or UNNAMED)
+    ``experiment`` is the experiment as the front end knows it (``ExperimentId``), or a
+    name given by code (``Executor.run(experiment="sweep")``: its name, with no script);
+    without one (``Executor.run`` called from code) the record says so."""
+    if not isinstance(experiment, ExperimentId):
+        experiment = ExperimentId(experiment or UNNAMED, None, experiment or UNNAMED)
+    return _InvocationRecorder(prefix, storage, progress, experiment)
 
 
 #: The experiment of a run started from code that named none.
@@ -60,7 +69,8 @@ UNNAMED = "(unnamed: Executor.run from code)"
 
 
 class _InvocationRecorder:
-    def __init__(self, prefix: str, storage: Storage, inner: Progress, experiment: str):
+    def __init__(self, prefix: str, storage: Storage, inner: Progress,
+                 experiment: ExperimentId):
         self._experiment = experiment
         self._inner = inner
         self._storage = storage
@@ -71,7 +81,8 @@ class _InvocationRecorder:
 
     def run_started(self, plan: Plan, pending: int) -> None:
         self._record = InvocationRecord(
-            id=self._id, prefix=plan.prefix, experiment=self._experiment,
+            id=self._id, prefix=plan.prefix, experiment=self._experiment.label,
+            script=self._experiment.script, name=self._experiment.name,
             argv=tuple(sys.argv), cwd=os.getcwd(), user=current_user(),
             host=socket.gethostname(), pid=os.getpid(), git_commit=git_commit(),
             started=time.time(), steps=tuple(_planned(e) for e in plan.entries))

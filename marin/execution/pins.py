@@ -1,16 +1,21 @@
 """Pins: step outputs that ``marin gc`` keeps whatever the invocation records say.
 
     pin(prefix, "train/tiny-3f9c01ab")      # <prefix>/.marin/pins/train%2Ftiny-3f9c01ab
+    pin(prefix, "./train//tiny-3f9c01ab")   # the same pin: keys are stored as ``step_key``
     pins(prefix)                            # ["train/tiny-3f9c01ab"]
     unpin(prefix, "train/tiny-3f9c01ab")
+
+A pin names a step output by its key, spelled one way (``gc_reach.step_key``), so that the
+pin ``pin --list`` shows is the one gc matches; a pin to no step output is refused.
 """
 
 from __future__ import annotations
 
 from urllib.parse import quote
 
+from marin.execution.gc_reach import info_of, is_output, prefix_of, step_key
 from marin.execution.gc_scan import PINS_DIR
-from marin.execution.status import INFO_FILE, STATUS_FILE
+from marin.execution.status import INFO_FILE
 from marin.storage import get_storage
 
 __all__ = ["PinError", "pin", "pins", "unpin"]
@@ -21,32 +26,48 @@ class PinError(ValueError):
 
 
 def _path(prefix: str, key: str) -> str:
-    return f"{prefix.rstrip('/')}/{PINS_DIR}/{quote(key, safe='')}"
+    return f"{prefix}/{PINS_DIR}/{quote(key, safe='')}"
+
+
+def _key(prefix: str, text: str) -> str | None:
+    """The step key ``text`` names: a key, or the output's path under ``prefix``."""
+    path = prefix_of(text)
+    return step_key(path[len(prefix) + 1:] if path.startswith(prefix + "/") else text)
 
 
 def pin(prefix: str, key: str) -> None:
+    prefix = prefix_of(prefix)
     storage = get_storage(prefix)
-    key = key.strip("/")
-    output = f"{prefix.rstrip('/')}/{key}"
-    if ".." in key.split("/") or not any(storage.exists_many(
-            [f"{output}/{STATUS_FILE}", f"{output}/{INFO_FILE}"])):
+    found = _key(prefix, key)
+    if found is None or not is_output(
+            found, (), info_of(storage.read(f"{prefix}/{found}/{INFO_FILE}"))):
         raise PinError(f"no step output {key!r} under {prefix}: name a step key as "
                        "`marin du` lists it (name-hash)")
-    storage.write(_path(prefix, key), key.encode())
+    storage.write(_path(prefix, found), found.encode())
 
 
 def pins(prefix: str) -> list[str]:
+    """The pinned keys, each as ``step_key`` spells it (pins written as typed by older
+    versions included)."""
+    prefix = prefix_of(prefix)
     storage = get_storage(prefix)
-    folder = f"{prefix.rstrip('/')}/{PINS_DIR}"
+    folder = f"{prefix}/{PINS_DIR}"
     blobs = storage.read_many([f"{folder}/{n}" for n in storage.list_dir(folder)])
-    return sorted(b.data.decode() for b in blobs if b is not None)
+    return sorted({k for b in blobs if b is not None
+                   and (k := step_key(b.data.decode(errors="replace")))})
 
 
 def unpin(prefix: str, key: str) -> None:
+    prefix = prefix_of(prefix)
     storage = get_storage(prefix)
-    path = _path(prefix, key.strip("/"))
-    blob = storage.read(path)
-    if blob is None:
+    found = _key(prefix, key)
+    folder = f"{prefix}/{PINS_DIR}"
+    names = storage.list_dir(folder) if found is not None else []
+    blobs = storage.read_many([f"{folder}/{n}" for n in names])
+    matching = [(f"{folder}/{n}", b) for n, b in zip(names, blobs, strict=True)
+                if b is not None and step_key(b.data.decode(errors="replace")) == found]
+    if not matching:
         raise PinError(f"{key!r} is not pinned under {prefix}; `marin pin --list --prefix "
                        f"{prefix}` lists the pins")
-    storage.delete_if_unchanged(path, blob.token)
+    for path, blob in matching:  # an older pin stored as typed, too
+        storage.delete_if_unchanged(path, blob.token)

@@ -31,7 +31,8 @@ from marin.execution.status import ATTEMPTS_FOLDER, lease_path
 from marin.execution.step import join_path
 from marin.storage import Storage, get_storage
 
-__all__ = ["PUBLISHED_BY", "RUNS", "SharedFolder", "published_by", "shared_names"]
+__all__ = ["PUBLISHED_BY", "RUNS", "SharedFolder", "adopted_attempt", "published_by",
+           "shared_names"]
 
 RUNS = "runs"
 PUBLISHED_BY = ".published_by"
@@ -135,10 +136,20 @@ def shared_names(storage: Storage, output: str) -> list[str]:
     return sorted(n for n, yes in zip(names, found, strict=True) if yes)
 
 
-def published_by(storage: Storage, output: str) -> str | None:
-    """The attempt that last published to a shared folder of ``output``, if any."""
-    for name in shared_names(storage, output):
+def published_by(storage: Storage, output: str, names: list[str] | None = None) -> str | None:
+    """The attempt that last published to a shared folder of ``output``, if any (``names``:
+    the shared folders, when the caller's listing shows them already)."""
+    for name in sorted(names) if names is not None else shared_names(storage, output):
         blob = storage.read(join_path(output, f"{name}/{PUBLISHED_BY}"))
         if blob is not None and blob.data.strip():
             return blob.data.decode().strip()
     return None
+
+
+def adopted_attempt(attempts: list[str], publisher: str | None) -> str | None:
+    """The attempt a resume adopts, of the earlier ``attempts`` (their run ids) of a step:
+    the one that published last to a shared folder (``publisher``, ``published_by``), its
+    metrics going with its checkpoints, else the newest (run ids sort by their start). The
+    one rule the worker resumes by and gc keeps by."""
+    earlier = sorted(attempts)
+    return publisher if publisher in earlier else (earlier[-1] if earlier else None)

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from marin.execution.gc import Candidate, collect
+from marin.execution.gc_reach import prefix_of
 from marin.execution.gc_scan import Scan, read_records, scan_prefix
 from marin.execution.status import STATUS_FILE
 from marin.storage import get_storage
@@ -35,7 +36,8 @@ class UsageRow:
     bytes: int
     modified: float
     gc_frees: int
-    """Bytes ``marin gc`` (no ``--keep``) would delete from this output."""
+    """Bytes ``marin gc --older-than 0`` (no ``--keep``) would delete from this output (by
+    default gc waits until they are 24 hours old)."""
     status: str | None
 
     @property
@@ -51,6 +53,8 @@ class Usage:
     prefix: str
     rows: list[UsageRow]
     unreachable: list[Candidate]
+    nested: tuple[str, ...] = ()
+    """Prefixes of their own inside this one (``gc_reach.nested_prefixes``): left out."""
 
     @property
     def bytes(self) -> int:
@@ -77,10 +81,10 @@ def _totals(pairs) -> dict[str, int]:
 
 
 def prefix_usage(prefix: str, scan: Scan | None = None) -> Usage:
-    prefix = prefix.rstrip("/")
+    prefix = prefix_of(prefix)
     scan = scan or scan_prefix(prefix)
     read_records(get_storage(prefix), prefix, list(scan.outputs.values()), (STATUS_FILE,))
-    unreachable = collect(scan, [])
+    unreachable = collect(scan, [], older_than=None)  # whatever its age: gc's grace aside
     frees: Counter[str] = Counter()
     for c in unreachable:
         frees[c.output] += c.bytes
@@ -92,4 +96,4 @@ def prefix_usage(prefix: str, scan: Scan | None = None) -> Usage:
                      frees[o.key], o.status.status.stored if o.status is not None else None)
             for o in scan.outputs.values()]
     rows.sort(key=lambda r: (-r.modified, r.key))
-    return Usage(prefix, rows, unreachable)
+    return Usage(prefix, rows, unreachable, tuple(scan.nested))

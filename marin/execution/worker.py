@@ -48,7 +48,7 @@ from marin.execution.errors import one_line
 from marin.execution.exit_guard import exit_guard
 from marin.execution.lease import Lease, LeaseRecord, takeover_note
 from marin.execution.processes import StepChildren, leave_if_forked
-from marin.execution.shared import SharedFolder, published_by, shared_names
+from marin.execution.shared import SharedFolder, adopted_attempt, published_by, shared_names
 from marin.execution.states import StepState
 from marin.execution.status import (
     StatusRecord,
@@ -211,7 +211,9 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
                 return done
         # No status and a lease created afresh: no earlier attempt can have left a folder.
         fresh = blob is None and lease.took_over_from is None
-        storage.write(info_path(job.output_path), encode_info(job.info))
+        # "resumes": whether a rerun adopts an attempt, so gc keeps the one it would adopt
+        storage.write(info_path(job.output_path), encode_info({**job.info,
+                                                               "resumes": job.resume}))
         if not active.write_status(item, StepState.RUNNING):
             return cancelled
         lease.start_heartbeat()
@@ -326,8 +328,7 @@ def _adopt_latest_attempt(storage: Storage, job: StepJob) -> str | None:
     Returns what the step resumes from, for its outcome's note (None: nothing)."""
     folder = attempts_folder(job.output_path)
     earlier = sorted(n for n in storage.list_dir(folder) if n != job.run_id)
-    publisher = published_by(storage, job.output_path)
-    chosen = publisher if publisher in earlier else (earlier[-1] if earlier else None)
+    chosen = adopted_attempt(earlier, published_by(storage, job.output_path))
     if chosen is not None:
         storage.copy_tree(f"{folder}/{chosen}", attempt_path(job.output_path, job.run_id))
     kept = [f"{name}/{max(entries)}" for name in shared_names(storage, job.output_path)

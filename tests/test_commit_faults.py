@@ -334,3 +334,16 @@ def test_the_commit_record_round_trips_and_refuses_what_it_cannot_read():
             CommitRecord.decode(json.dumps(bad).encode())
     with pytest.raises(CorruptRecordError):
         CommitRecord.decode(b"\xff not json")
+
+
+def test_gc_between_a_stopped_commit_and_the_rerun_keeps_the_attempt_it_commits(tmp_path: Path):
+    run = Run(tmp_path)
+    code, text = finish(run.start(MARIN_FAULT="commit:sigkill"))
+    assert code == -signal.SIGKILL, text
+    assert (run.output / ".executor_commit").exists()
+    code, text = run.gc()
+    assert code == 0, text
+    code, text = run.run()
+    assert code == 0, text
+    committed(run)
+    assert len(run.completions()) == 1, "gc took the attempt: the step ran again"

@@ -22,6 +22,7 @@ from marin.execution import (
     this_output_path,
     unversioned,
 )
+from marin.execution.ids import time_ordered_id
 from marin.storage.files import local_path
 from tests.conftest import ROOT
 
@@ -252,3 +253,9 @@ def test_a_file_url_prefix_is_the_prefix_it_names(tmp_path: Path):
     assert _marin("pin", "--list", "--prefix", str(prefix)).stdout.split() == [key]
     assert _gc(url, "--yes")["candidates"] == []
     assert old.exists()
+
+
+def test_ids_made_one_after_another_sort_in_the_order_made():
+    # attempts made within one second must sort as made, or a resume (and gc) takes the older
+    ids = [time_ordered_id() for _ in range(2000)]
+    assert sorted(ids) == ids and len(set(ids)) == len(ids)

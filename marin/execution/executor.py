@@ -14,8 +14,6 @@ import math
 import os
 import signal
 import threading
-import time
-import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -29,6 +27,7 @@ from marin.execution.compat import (  # Marin's import paths: marin.execution.ex
     StepStatus,
 )
 from marin.execution.graph import StepGraph, StepNode
+from marin.execution.ids import time_ordered_id
 from marin.execution.invocation_record import ExperimentId
 from marin.execution.invocations import record_invocation
 from marin.execution.observers import observed
@@ -268,7 +267,7 @@ class _Run:
         self.plan = plan
         self.runner = runner
         self.progress = progress
-        self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self.run_id = time_ordered_id()
         self.result = RunResult(plan)
         self.dependents = plan.graph.dependents()
         self.waiting_on: dict[StepNode, int] = {}

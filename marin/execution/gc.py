@@ -7,7 +7,7 @@
     run = run_gc(prefix, Retention(), older_than=0, yes=True)   # all of it, in one call
 
 What goes: attempt folders of steps with no live lease (but the attempt whose checkpoints
-a resume would continue from), orbax's temporary folders of saves cut short, checkpoint
+a resume would continue from, and the one a commit cut short puts in place), orbax's temporary folders of saves cut short, checkpoint
 folders that were written but never published (an attempt that lost its lease), and step
 outputs that no kept invocation (``marin.execution.gc_retention``) and no pin references.
 Nothing modified in the last ``older_than`` seconds goes (24 hours unless told: a grace
@@ -30,6 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from marin.execution.commit import read_pending
 from marin.execution.gc_log import GcLogEntry, write_log
 from marin.execution.gc_reach import info_of, inside, resumes
 from marin.execution.gc_retention import Retention, retained_keys, why_unreachable
@@ -46,7 +47,13 @@ from marin.execution.gc_scan import (
 from marin.execution.prefix_guard import GcRefused, take_prefix_for_gc
 from marin.execution.shared import PUBLISHED_BY, RUNS, adopted_attempt, published_by
 from marin.execution.states import StepState
-from marin.execution.status import ATTEMPTS_FOLDER, INFO_FILE, LEASE_FILE, STATUS_FILE
+from marin.execution.status import (
+    ATTEMPTS_FOLDER,
+    COMMIT_FILE,
+    INFO_FILE,
+    LEASE_FILE,
+    STATUS_FILE,
+)
 from marin.storage import FileEntry, get_storage
 
 __all__ = ["GRACE_SECONDS", "Candidate", "GcRun", "collect", "delete", "parse_age", "run_gc"]
@@ -120,11 +127,11 @@ def _leftovers(scan: Scan, out: Output) -> list[Candidate]:
     """Attempt folders, temporary and unpublished checkpoint folders of a kept output."""
     groups: dict[tuple[str, str], list[FileEntry]] = {}
     succeeded = out.status is not None and out.status.status is StepState.SUCCEEDED
-    resumes_from = None if succeeded else _adopted(scan.prefix, out)
+    needed = set() if succeeded else {_adopted(scan.prefix, out), _committing(scan.prefix, out)}
     for entry in out.files:
         parts = entry.path[len(out.path) + 1:].split("/")
         if parts[0] == ATTEMPTS_FOLDER and len(parts) > 2:
-            if succeeded or parts[1] != resumes_from:
+            if parts[1] not in needed:
                 groups.setdefault(("attempt", "/".join(parts[:2])), []).append(entry)
             continue
         if inside(f"{out.key}/{'/'.join(parts)}", scan.copies):
@@ -160,6 +167,16 @@ def _adopted(prefix: str, out: Output) -> str | None:
         return None
     return adopted_attempt(sorted(attempts), published_by(get_storage(out.path), out.path,
                                                           shared))
+
+
+def _committing(prefix: str, out: Output) -> str | None:
+    """The attempt a commit under way puts in place (its ``.executor_commit``): the next
+    executor finishes that commit from it, so it stays."""
+    path = f"{out.path}/{COMMIT_FILE}"
+    if record_file(out, COMMIT_FILE) is None or not confined(prefix, [path]):
+        return None
+    pending = read_pending(get_storage(path), out.path)
+    return pending.record.run_id if pending is not None and pending.record else None
 
 
 def _resumes(prefix: str, out: Output) -> bool:

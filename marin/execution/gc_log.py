@@ -13,11 +13,10 @@ says why.
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from marin.execution.ids import time_ordered_id
 from marin.execution.record_fields import FieldReader, loads
 from marin.storage import Storage
 
@@ -92,7 +91,7 @@ def write_log(prefix: str, storage: Storage, entries: list[GcLogEntry]) -> str |
     """Write ``entries`` as a new log under ``prefix``; its path (None for no entries)."""
     if not entries:
         return None
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}.jsonl"
+    name = f"{time_ordered_id()}.jsonl"
     path = f"{gc_log_folder(prefix)}/{name}"
     storage.write(path, "".join(json.dumps(e.to_json()) + "\n" for e in entries).encode())
     return path

@@ -25,10 +25,10 @@ import os
 import socket
 import sys
 import time
-import uuid
 from typing import TYPE_CHECKING
 
 from marin.execution.graph import nonblocking_keys
+from marin.execution.ids import time_ordered_id
 from marin.execution.invocation_record import (
     ExperimentId,
     InvocationRecord,
@@ -74,7 +74,7 @@ class _InvocationRecorder:
         self._experiment = experiment
         self._inner = inner
         self._storage = storage
-        self._id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self._id = time_ordered_id()
         self._path = f"{invocations_folder(prefix)}/{self._id}.json"
         self._record: InvocationRecord | None = None
         self._ends: dict[str, StepEnd] = {}

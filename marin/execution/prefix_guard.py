@@ -23,9 +23,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import uuid
 from typing import Any
 
+from marin.execution.ids import time_ordered_id
 from marin.execution.lease import Lease, LeaseRecord
 from marin.storage import Storage, StorageError
 
@@ -54,7 +54,7 @@ def _live(storage: Storage, path: str) -> LeaseRecord | None:
 class _Guard:
     def __init__(self, prefix: str, storage: Storage, poll: float):
         self.prefix, self.storage, self.poll = prefix.rstrip("/"), storage, poll
-        self.id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self.id = time_ordered_id()
         self.lease: Lease | None = None
 
     def __enter__(self) -> _Guard:

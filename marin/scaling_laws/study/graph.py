@@ -1,11 +1,12 @@
 """An IsoFLOP study as one executor graph, from raw text to checked predictions per label.
 
-    steps = isoflop_study("isoflop/compare", {"plays": StudyCorpus(...),
+    study = isoflop_study("isoflop/compare", {"plays": StudyCorpus(...),
                                                "docs": StudyCorpus(...),
                                                "mix": Mixture({"plays": 0.5, "docs": 0.5})},
                           budgets=(1e11, 3e11, 1e12), heuristic=heuristic,
                           tokenizer_vocab_size=1024, predict_budget=3e12)
-    executor_main(steps)
+    executor_main(study)                  # an IsoFlopStudy is taken as its list of steps
+    study.fit, study.predictions["mix"], study.report, study.steps
 
 The graph, every node an ``ExecutorStep`` under ``<prefix>/<name>/``:
 
@@ -32,6 +33,7 @@ fit gives the prediction a new version. Candidate runs and predictions are resum
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.step import ComputeEstimate, ExecutorStep, output_path_of
@@ -76,9 +78,38 @@ from marin.scaling_laws.study.steps import (
 )
 from marin.training.config import DataComponent, ValidationSet
 
-__all__ = ["FAR_TARGET", "isoflop_study"]
+__all__ = ["FAR_TARGET", "IsoFlopStudy", "isoflop_study"]
 
 FAR_TARGET = 1e21
+
+
+@dataclass(frozen=True)
+class IsoFlopStudy:
+    """An IsoFLOP study: every step of its graph and a handle on each step that matters.
+    ``executor_main``, ``Executor.run`` and ``load_study`` take it as they take its steps.
+
+    Attributes:
+        name: the study's folder under the prefix (``isoflop/compare``).
+        labels: the labels, in order (``("default",)`` for a study of one corpus).
+        metric: what the fits use (``macro_bpb``, ``<set>/loss``, ...).
+        steps: every step, dependencies first; the report last.
+        fit: the step writing every label's fits (``runs.csv``, ``fit.json``).
+        predictions: label -> the step checking its prediction at the held-out budget
+            (empty without ``predict_budget``).
+        report: the step writing ``report.md``, ``study.json`` and the plots.
+        runs: the candidate runs, in the order they were planned.
+        tokenizer: the tokenizer-training step (None with a named tokenizer).
+    """
+
+    name: str
+    labels: tuple[str, ...]
+    metric: str
+    steps: tuple[ExecutorStep, ...]
+    fit: ExecutorStep
+    report: ExecutorStep
+    predictions: Mapping[str, ExecutorStep] = field(default_factory=dict)
+    runs: tuple[ExecutorStep, ...] = ()
+    tokenizer: ExecutorStep | None = None
 
 
 def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | Mixture],
@@ -88,8 +119,8 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
                   eval_points: int = 4,
                   validation: Mapping[str, str] | Sequence[str] | None = None,
                   metric: str = "macro_bpb", baseline: str | None = None,
-                  replicates: int = 0) -> list[ExecutorStep]:
-    """Every step of an IsoFLOP study; the last one is the report.
+                  replicates: int = 0) -> IsoFlopStudy:
+    """An IsoFLOP study: every step (the last one is the report) and handles on them.
 
     Args:
         name: the study's name: its folder under the prefix and the stem of run names.
@@ -162,15 +193,21 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         corpora=tuple(LabelPath(c, data[c]) for c in labels.corpora)),
         description=f"Approach 2 and 3 fits of {len(labels.order)} label(s) over "
                     f"{len(runs)} runs, on {metric}")
-    predictions = [] if predict_budget is None else [
-        _prediction_step(name, stem, label, labels, fit, data[label], heuristic, predict_budget,
-                         options, eval_points) for label in labels.order]
+    predictions = {} if predict_budget is None else {
+        label: _prediction_step(name, stem, label, labels, fit, data[label], heuristic,
+                                predict_budget, options, eval_points)
+        for label in labels.order}
     report = ExecutorStep(f"{name}/report", write_study_report, StudyReportConfig(
         title=f"IsoFLOP study {stem}", fit_path=output_path_of(fit),
-        predictions=tuple(LabelPath(s.config.label, output_path_of(s)) for s in predictions)),
+        predictions=tuple(LabelPath(label, output_path_of(s))
+                          for label, s in predictions.items())),
         description="report.md, study.json and plots")
     first = [tokenizer_step] if tokenizer_step is not None else []
-    return [*first, *caches.values(), *train_steps, fit, *predictions, report]
+    return IsoFlopStudy(
+        name=name, labels=tuple(labels.order), metric=metric,
+        steps=(*first, *caches.values(), *train_steps, fit, *predictions.values(), report),
+        fit=fit, report=report, predictions=predictions, runs=tuple(train_steps),
+        tokenizer=tokenizer_step)
 
 
 def _options(train_options: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -4,9 +4,12 @@ steps are. Planned only; nothing trains here."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from marin.execution import Executor, Plan, executor_main
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study import (
     IsoFlopStudy,
     PredictionConfig,
@@ -59,9 +62,59 @@ def test_load_study_reads_the_handles_placed_under_the_prefix(corpora, tmp_path)
     assert out.predictions == {label: graph.node_of(s).output_path
                                for label, s in study.predictions.items()}
     assert out == study_outputs(graph)  # a graph of bare steps finds the same by their configs
-    with pytest.raises(ArtifactError, match="fit.json") as info:  # not fitted yet
+    with pytest.raises(ArtifactError, match=r"fit\.json") as info:  # not fitted yet
         load_study(study, prefix)
     assert out.fit in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(TypeError, match="give the prefix the study ran under"):
         load_study(study)
 
+
+
+# -- a run's status --------------------------------------------------------------------------
+
+def test_a_runs_status_is_a_run_status_read_and_written_as_todays_strings(tmp_path):
+    from marin.scaling_laws.study.analysis import missing_row
+    from marin.scaling_laws.study.artifacts import (
+        OUTCOME,
+        RunOutcome,
+        read_outcome,
+        write_artifact,
+    )
+    from marin.scaling_laws.study.configs import StudyRun
+    from marin.scaling_laws.study.fitting import clean_rows
+
+    outcome = RunOutcome(run_name="r", group="g", label="plays", budget=1e9,
+                         status=RunStatus.DIVERGED, reason="loss went to nan", hidden_dim=8,
+                         num_layers=1, summary=None)
+    path = write_artifact(str(tmp_path / "run"), OUTCOME, outcome)
+    with open(path) as f:
+        assert json.load(f)["status"] == "diverged"
+    back = read_outcome(str(tmp_path / "run"))
+    assert back.status is RunStatus.DIVERGED and back == outcome
+    row = back.row("macro_bpb")
+    assert row.status is RunStatus.DIVERGED
+    ok = RunOutcome(run_name="s", group="g", label="plays", budget=1e9, status=RunStatus.OK,
+                    reason=None, hidden_dim=8, num_layers=1, summary=None)
+    assert ok.row("macro_bpb").status is RunStatus.NO_LOSS  # ok, but no metric recorded
+    missing = missing_row(StudyRun("m", "g", 1e9, str(tmp_path / "m"), "plays"))
+    assert missing.status is RunStatus.MISSING
+    used, excluded = clean_rows([row, missing])
+    assert used == [] and [e.status for e in excluded] == [RunStatus.DIVERGED,
+                                                            RunStatus.MISSING]
+    assert [f"{e.status}" for e in excluded] == ["diverged", "missing"]
+
+
+def test_a_status_no_run_can_have_is_refused_naming_the_file(tmp_path):
+    from marin.scaling_laws.study.artifacts import ArtifactError, read_outcome
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "outcome.json").write_text(json.dumps({
+        "format": "marin.study.run_outcome", "version": 2, "run_name": "r", "group": "g",
+        "label": "plays", "budget": 1e9, "status": "exploded", "reason": None,
+        "hidden_dim": 8, "num_layers": 1, "summary": None}))
+    with pytest.raises(ArtifactError) as info:
+        read_outcome(str(folder))
+    message = str(info.value)
+    assert str(folder / "outcome.json") in message and "'exploded' is no RunStatus" in message
+    assert "diverged" in message and "\n" not in message

@@ -74,8 +74,8 @@ def resolve_prefix(prefix: str | None) -> str:
     return prefix or os.environ.get("MARIN_PREFIX") or os.path.abspath(DEFAULT_LOCAL_PREFIX)
 
 
-def executor_main(steps: Sequence[ExecutorStep] | StepCollection | Experiment, description: str | None = None,
-                  args: Sequence[str] | None = None, *, exit_on_failure: bool = True
+def executor_main(steps: Sequence[ExecutorStep] | StepCollection | Experiment,
+                  description: str | None = None, args: Sequence[str] | None = None, *, exit_on_failure: bool = True
                   ) -> RunResult | Plan:
     """Parse the command line, then plan (``--dry-run``) or run ``steps`` (a list, a
     ``StepCollection`` such as an IsoFLOP study, or an ``Experiment`` with options of its

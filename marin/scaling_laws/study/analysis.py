@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from marin.execution.errors import one_line
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.artifacts import (
     Epochs,
     LabelComparison,
@@ -76,7 +77,7 @@ def missing_row(run: StudyRun) -> RunRow:
     """The row of a run that left no outcome (excluded from the fits as ``missing``)."""
     nan = math.nan
     return RunRow(run=run.name, group=run.group, label=run.label, budget=run.budget,
-                  params=nan, tokens=nan, flops=nan, loss=nan, status="missing",
+                  params=nan, tokens=nan, flops=nan, loss=nan, status=RunStatus.MISSING,
                   reason=f"no outcome.json in {run.path}")
 
 
@@ -97,7 +98,7 @@ def epochs_of(outcomes: Sequence[RunOutcome], corpus_tokens: Mapping[str, int]
 
 
 def _replicate_groups(rows: Sequence[RunRow]) -> list[list[float]]:
-    ok = {r.run: r for r in rows if r.status == "ok" and math.isfinite(r.loss)}
+    ok = {r.run: r for r in rows if r.status == RunStatus.OK and math.isfinite(r.loss)}
     groups: dict[str, list[float]] = {}
     for r in ok.values():
         if r.replicate_of is not None and r.replicate_of in ok:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.codec import ArtifactError, decode_fields, encode_fields
 from marin.scaling_laws.study.laws import (
     Approach2,
@@ -115,7 +116,7 @@ class RunOutcome(_Artifact):
     group: str
     label: str
     budget: float
-    status: str
+    status: RunStatus
     reason: str | None
     hidden_dim: int
     num_layers: int
@@ -137,8 +138,8 @@ class RunOutcome(_Artifact):
         if not curve and s is not None and not s.evals:  # one split: its figures are the macro
             curve = self.curves.get(metric.removeprefix("macro_"), ())
         status, reason = self.status, self.reason
-        if status == "ok" and (value is None or not math.isfinite(value)):
-            status, reason = "no_loss", f"the run recorded no finite {metric} ({value})"
+        if status == RunStatus.OK and (value is None or not math.isfinite(value)):
+            status, reason = RunStatus.NO_LOSS, f"the run recorded no finite {metric} ({value})"
         nan = math.nan
         return RunRow(run=self.run_name, group=self.group, label=self.label, budget=self.budget,
                       seed=self.seed, replicate_of=self.replicate_of,
@@ -264,7 +265,7 @@ class Prediction(_Artifact):
     budget: float
     run_name: str
     group: str
-    status: str
+    status: RunStatus
     reason: str | None = None
     optimum: TargetPrediction | None = None
     size_from: str | None = None

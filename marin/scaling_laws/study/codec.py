@@ -1,6 +1,6 @@
 """JSON for the study's frozen dataclasses, driven by their type hints.
 
-    data = encode(fit)                       # dataclasses, tuples, dicts, floats (NaN too)
+    data = encode(fit)                       # dataclasses, tuples, dicts, enums, floats (NaN too)
     fit = decode(StudyFit, data, "fit.json")  # the same value back; bad data: ArtifactError
 
 A class with its own ``to_json``/``from_json`` (``RunSummary``, the calibration and
@@ -21,6 +21,7 @@ import sys
 import types
 import typing
 from collections.abc import Mapping
+from enum import Enum
 from functools import cache
 from typing import Any
 
@@ -40,6 +41,8 @@ def encode(value: Any) -> Any:
         return {str(k): encode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]
+    if isinstance(value, Enum):  # a RunStatus: its string
+        return value.value
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if hasattr(value, "tolist"):  # a numpy scalar or array
@@ -119,6 +122,12 @@ def _decode(cls: Any, data: Any, where: str) -> Any:
         if not isinstance(data, bool):
             raise ArtifactError(f"{where}: expected true or false, got {data!r}")
         return data
+    if isinstance(cls, type) and issubclass(cls, Enum):
+        try:
+            return cls(data)
+        except ValueError:
+            raise ArtifactError(f"{where}: {data!r} is no {cls.__name__}; expected one of "
+                                f"{', '.join(m.value for m in cls)}") from None
     if cls is str:
         if not isinstance(data, str):
             raise ArtifactError(f"{where}: expected a string, got {data!r}")

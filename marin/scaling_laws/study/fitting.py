@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.artifacts import RunRow, StudyFit
 from marin.scaling_laws.study.laws import (
     Approach2,
@@ -46,13 +47,13 @@ def clean_rows(rows: Sequence[RunRow]) -> tuple[list[RunRow], list[ExcludedRun]]
     they are not fitted, and not a failure)."""
     used, excluded = [], []
     for r in rows:
-        if r.status != "ok":
+        if r.status != RunStatus.OK:
             excluded.append(ExcludedRun(r.run, r.budget, r.status, r.reason or ""))
             continue
         values = (r.params, r.tokens, r.flops, r.loss)
         if not all(math.isfinite(v) and v > 0 for v in values):
             excluded.append(ExcludedRun(
-                r.run, r.budget, "invalid", f"params={r.params:.3g} tokens={r.tokens:.3g} "
+                r.run, r.budget, RunStatus.INVALID, f"params={r.params:.3g} tokens={r.tokens:.3g} "
                 f"flops={r.flops:.3g} loss={r.loss}: NaN, infinite or not positive"))
         elif r.replicate_of is None:
             used.append(r)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.codec import ArtifactError
 
 __all__ = ["legacy_fit", "legacy_outcome", "legacy_prediction"]
@@ -22,7 +23,7 @@ METRIC = "loss"  # eval loss in nats (train loss when a run had no validation te
 
 def legacy_outcome(d: dict[str, Any]) -> dict[str, Any]:
     return {"run_name": d.get("run_name", ""), "group": d.get("group", ""), "label": LABEL,
-            "budget": d.get("budget"), "status": d.get("status", "ok"),
+            "budget": d.get("budget"), "status": d.get("status", RunStatus.OK.value),
             "reason": d.get("reason"), "hidden_dim": d.get("hidden_dim", 0),
             "num_layers": d.get("num_layers", 0), "summary": _summary(d.get("summary")),
             "curves": {METRIC: d.get("eval_losses") or []}}

@@ -75,7 +75,8 @@ def resolve_prefix(prefix: str | None) -> str:
 
 
 def executor_main(steps: Sequence[ExecutorStep] | StepCollection | Experiment,
-                  description: str | None = None, args: Sequence[str] | None = None, *, exit_on_failure: bool = True
+                  description: str | None = None, args: Sequence[str] | None = None, *,
+                  exit_on_failure: bool = True
                   ) -> RunResult | Plan:
     """Parse the command line, then plan (``--dry-run``) or run ``steps`` (a list, a
     ``StepCollection`` such as an IsoFLOP study, or an ``Experiment`` with options of its

@@ -118,3 +118,90 @@ def test_a_status_no_run_can_have_is_refused_naming_the_file(tmp_path):
     message = str(info.value)
     assert str(folder / "outcome.json") in message and "'exploded' is no RunStatus" in message
     assert "diverged" in message and "\n" not in message
+
+
+# -- typed train options and heuristic -------------------------------------------------------
+
+def _keys(study, prefix: str) -> dict[str, str]:
+    return {n.step.name: n.key for n in Executor(prefix).graph(study).nodes}
+
+
+def test_typed_train_options_give_the_configs_and_keys_a_mapping_gives(corpora,  # noqa: F811
+                                                                      tmp_path):
+    from marin.scaling_laws.runs import training_config
+    from marin.scaling_laws.train_options import TrainOptions
+
+    options = TrainOptions(compute_dtype="float32", eval_batches=2, seed=3)
+    assert options.as_dict() == {"seed": 3, "compute_dtype": "float32", "eval_batches": 2}
+    typed = _study(corpora, train_options=options)
+    mapped = _study(corpora, train_options={"compute_dtype": "float32", "eval_batches": 2,
+                                            "seed": 3})
+    prefix = str(tmp_path / "store")
+    assert _keys(typed, prefix) == _keys(mapped, prefix)
+    for run in typed.runs:  # the one builder, given the options as a mapping, agrees
+        c = run.config
+        reference = training_config(_candidate_of(c), c.train.mixture or c.train.cache_path,
+                                    {"eval_every": c.train.eval_every, "seed": c.train.seed,
+                                     "compute_dtype": "float32", "eval_batches": 2,
+                                     "validation": c.train.validation})
+        assert c.train == reference
+        assert c.train.compute_dtype == "float32" and c.train.eval_batches == 2
+    assert all(p.config.train_options == {"seed": 3, "compute_dtype": "float32",
+                                          "eval_batches": 2, "validation":
+                                          p.config.train_options["validation"]}
+               for p in typed.predictions.values())
+
+
+def _candidate_of(config):
+    from marin.scaling_laws.candidates import nearest_candidate
+    from marin.scaling_laws.study import study_candidates
+    from tests.test_isoflop_study import TINY
+
+    [candidates] = study_candidates(TINY, [config.budget]).values()
+    model = config.train.model
+    [found] = [c for c in candidates if (c.model_config.hidden_dim, c.model_config.num_layers)
+               == (model.hidden_dim, model.num_layers)]
+    assert nearest_candidate(candidates, found.params) is found
+    return found
+
+
+@pytest.mark.parametrize("build, words", [
+    (lambda T: T.of({"eval_batchs": 2}), "train_options['eval_batchs'] is not a TrainLmConfig "
+     "field; did you mean 'eval_batches'?"),
+    (lambda T: T.of({"model": None}), "train_options['model'] is set by the candidate"),
+    (lambda T: T.of({"validation": ()}), "train_options['validation'] is set by the study; "
+     "use isoflop_study(validation=...)"),
+    (lambda T: T(eval_batches="2"), "train_options.eval_batches='2' must be an integer; give "
+     "e.g. eval_batches=4"),
+    (lambda T: T(async_checkpoints=1), "train_options.async_checkpoints=1 must be true or "
+     "false"),
+    (lambda T: T(seed=True), "train_options.seed=True must be an integer"),
+    (lambda T: T.of(["compute_dtype"]), "train_options is a list; give a TrainOptions"),
+])
+def test_a_bad_train_option_is_refused_when_built_in_one_line(build, words):
+    from marin.scaling_laws.train_options import TrainOptions, TrainOptionsError
+
+    with pytest.raises(TrainOptionsError) as info:
+        build(TrainOptions)
+    message = str(info.value)
+    assert "\n" not in message and words in message, message
+
+
+def test_every_train_option_is_a_train_lm_config_field_the_candidate_leaves_open():
+    import dataclasses
+
+    from marin.scaling_laws.train_options import FROM_CANDIDATE, FROM_STUDY, TrainOptions
+    from marin.training.config import TrainLmConfig
+
+    options = {f.name for f in dataclasses.fields(TrainOptions)}
+    fields = {f.name for f in dataclasses.fields(TrainLmConfig)}
+    assert options == fields - set(FROM_CANDIDATE) - set(FROM_STUDY)
+
+
+def test_a_heuristic_must_be_a_scaling_heuristic(corpora):  # noqa: F811
+    from marin.scaling_laws.study import StudyInputError, isoflop_study
+    from tests.test_isoflop_study import BUDGETS
+
+    with pytest.raises(StudyInputError, match="heuristic=dict is no ScalingHeuristic: give one "
+                       "with a candidates_for_budget"):
+        isoflop_study("cmp", corpora, BUDGETS, {"vocab_size": 384})

@@ -55,11 +55,12 @@ from marin.scaling_laws.study.steps import (
     run_prediction,
     write_study_report,
 )
+from marin.scaling_laws.train_options import TrainOptions
 
 __all__ = ["CandidateRunConfig", "IsoFlopStudy", "LabelComparison", "Mixture", "Prediction",
            "PredictionConfig", "RunFolder", "RunOutcome", "StudyCorpus", "StudyFit",
            "StudyFitConfig", "StudyInputError", "StudyOutputs", "StudyReportConfig",
-           "StudyResult", "StudyRun",
+           "StudyResult", "StudyRun", "TrainOptions",
            "budget_tag", "eval_curves", "fit_study", "isoflop_study", "load_study",
            "next_tiers", "print_study_summary", "run_candidate", "run_name",
            "run_prediction", "study_candidates", "study_outputs", "write_study_report"]

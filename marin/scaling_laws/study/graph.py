@@ -42,12 +42,12 @@ from marin.processing.tokenize.step import TokenizeConfig, tokenize
 from marin.processing.tokenize.tokenizer_training import TrainTokenizerConfig, train_tokenizer
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.scaling_laws.runs import (
-    check_train_options,
     describe,
     estimate_of,
     resources_of,
     training_config,
 )
+from marin.scaling_laws.scaling_heuristics import ScalingHeuristic
 from marin.scaling_laws.study.configs import (
     CandidateRunConfig,
     LabelPath,
@@ -76,6 +76,7 @@ from marin.scaling_laws.study.steps import (
     run_prediction,
     write_study_report,
 )
+from marin.scaling_laws.train_options import TrainOptions
 from marin.training.config import DataComponent, ValidationSet
 
 __all__ = ["FAR_TARGET", "IsoFlopStudy", "isoflop_study"]
@@ -113,9 +114,10 @@ class IsoFlopStudy:
 
 
 def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | Mixture],
-                  budgets: Sequence[float], heuristic: Any, *, tokenizer: str = "gpt2",
+                  budgets: Sequence[float], heuristic: ScalingHeuristic, *, tokenizer: str = "gpt2",
                   tokenizer_vocab_size: int | None = None, predict_budget: float | None = None,
-                  bootstrap: int = 200, train_options: Mapping[str, Any] | None = None,
+                  bootstrap: int = 200,
+                  train_options: TrainOptions | Mapping[str, Any] | None = None,
                   eval_points: int = 4,
                   validation: Mapping[str, str] | Sequence[str] | None = None,
                   metric: str = "macro_bpb", baseline: str | None = None,
@@ -135,8 +137,9 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         predict_budget: a budget larger than ``budgets``, held out of the fits: each label's
             fitted optimum is trained there once and its loss checked against the prediction.
         bootstrap: resamples for the Approach 3 intervals and the compute multipliers.
-        train_options: ``TrainLmConfig`` fields for every run (``compute_dtype``,
-            ``eval_batches``, ``seed``, ...), checked by name now.
+        train_options: a ``TrainOptions`` (or a mapping of its fields), the
+            ``TrainLmConfig`` fields for every run (``compute_dtype``, ``eval_batches``,
+            ``seed``, ...), checked by name and type now.
         eval_points: evaluations per run (so the report can show the metric falling).
         validation: the named validation sets every run evaluates: set name -> corpus
             label (its validation split), or a sequence of corpus labels. Default: every
@@ -210,21 +213,22 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         tokenizer=tokenizer_step)
 
 
-def _options(train_options: Mapping[str, Any] | None) -> dict[str, Any]:
-    options = check_train_options(train_options)
-    if "validation" in options:
-        raise StudyInputError("train_options['validation'] is set by the study; use "
-                              "isoflop_study(validation=...) to name the validation sets")
-    return options
+def _options(train_options: TrainOptions | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The options that were set, as the mapping the run configs are built from."""
+    return TrainOptions.of(train_options).as_dict()
 
 
-def _check_study(name: str, budgets: list[float], heuristic: Any, vocab: int | None,
+def _check_study(name: str, budgets: list[float], heuristic: ScalingHeuristic, vocab: int | None,
                  predict_budget: float | None, labels: StudyLabels, baseline: str | None,
                  replicates: int) -> None:
     if not budgets:
         raise StudyInputError("isoflop_study needs at least one budget")
     if not name.strip("/"):
         raise StudyInputError("isoflop_study needs a name (the study's folder under the prefix)")
+    if not callable(getattr(heuristic, "candidates_for_budget", None)):
+        raise StudyInputError(f"heuristic={type(heuristic).__name__} is no ScalingHeuristic: "
+                              "give one with a candidates_for_budget(budget) method (e.g. "
+                              "CompletedAdamhHeuristic)")
     heuristic_vocab = getattr(heuristic, "vocab_size", None)
     if vocab is not None and heuristic_vocab is not None and heuristic_vocab < vocab:
         raise StudyInputError(f"the heuristic's vocab_size ({heuristic_vocab}) is smaller than "
@@ -241,7 +245,7 @@ def _check_study(name: str, budgets: list[float], heuristic: Any, vocab: int | N
                               "replicated candidate, 0 or more")
 
 
-def _candidates(heuristic: Any, budgets: list[float], labels: StudyLabels
+def _candidates(heuristic: ScalingHeuristic, budgets: list[float], labels: StudyLabels
                 ) -> dict[float, list[CandidateConfig]]:
     try:
         return study_candidates(heuristic, budgets)
@@ -310,7 +314,8 @@ def _candidate_step(folder: str, stem: str, label: str, group: str,
 
 
 def _prediction_step(name: str, stem: str, label: str, labels: StudyLabels, fit: ExecutorStep,
-                     data: Any, heuristic: Any, budget: float, options: dict[str, Any],
+                     data: Any, heuristic: ScalingHeuristic, budget: float,
+                     options: dict[str, Any],
                      eval_points: int) -> ExecutorStep:
     """A label's checked prediction: depends on the fit; resources and estimate are those of
     the heuristic's largest candidate at ``budget`` (the run is chosen when the fit is

@@ -115,8 +115,7 @@ def noise_of(fit: StudyFit, rows: Sequence[RunRow]) -> dict[str, Any]:
         why_no_backtest,
     )
 
-    used, _ = clean_rows(rows)
-    records = [r.record() for r in used]
+    records, _ = clean_rows(rows)
     groups = _replicate_groups(rows)
     try:
         noise = noise_from_replicates(groups) if groups else noise_from_residuals(records)
@@ -177,8 +176,7 @@ def compare(rows_by_label: Mapping[str, Sequence[RunRow]], baseline: str,
         return (), None
     from marin.scaling_laws.comparison import compare_labels
 
-    records = {label: [r.record() for r in clean_rows(rows)[0]]
-               for label, rows in rows_by_label.items()}
+    records = {label: clean_rows(rows)[0] for label, rows in rows_by_label.items()}
     try:
         found = compare_labels(records, baseline, list(targets), bootstrap=max(bootstrap, 0),
                                seed=seed)

@@ -13,39 +13,12 @@ import csv
 import io
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from marin.scaling_laws.study.codec import ArtifactError
+from marin.scaling_laws.values import RunRow
 
 __all__ = ["RunRow", "row_from_columns", "rows_csv"]
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """A run as the fits read it (a row of ``runs.csv``); ``loss`` is the study's metric."""
-
-    run: str
-    budget: float | None
-    params: float
-    tokens: float
-    flops: float
-    loss: float
-    status: str = "ok"
-    reason: str | None = None
-    label: str = "default"
-    group: str = ""
-    seed: int = 0
-    replicate_of: str | None = None
-    hidden_dim: int | None = None
-    num_layers: int | None = None
-    train_loss: float | None = None
-    first_eval_loss: float | None = None
-
-    def record(self) -> Any:
-        from marin.scaling_laws.isoflop_analysis import RunRecord
-
-        return RunRecord(self.params, self.tokens, self.flops, self.loss, self.budget)
 
 
 _COLUMNS = ("run", "group", "label", "budget", "seed", "replicate_of", "hidden_dim",

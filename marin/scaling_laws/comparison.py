@@ -55,11 +55,10 @@ from marin.scaling_laws.isoflop_analysis import (
     group_by_budget,
     parabola_minimum,
 )
-from marin.scaling_laws.values import RunRow
+from marin.scaling_laws.values import MIN_RUNS_PARAMETRIC, RunRow
 
 __all__ = ["ComputeMultiplier", "LossLaw", "compare_labels", "loss_law"]
 
-MIN_RUNS_PARAMETRIC = 5
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,11 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from marin.scaling_laws.budgets import DEFAULT_BUDGETS  # noqa: F401 (its older home)
-from marin.scaling_laws.values import BudgetOptimum, PowerLaw, RunRow
+from marin.scaling_laws.values import MIN_RUNS_PER_BUDGET, BudgetOptimum, PowerLaw, RunRow
 
 logger = logging.getLogger("marin.scaling_laws")
 
-MIN_POINTS_PER_BUDGET = 3
+MIN_POINTS_PER_BUDGET = MIN_RUNS_PER_BUDGET  # its older name
 
 
 class ScalingFitError(ValueError):

@@ -44,6 +44,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from marin.scaling_laws.values import (
+    MIN_RUNS_PARAMETRIC,
     PARAMETERS,
     Approach3,
     OptimalAllocation,
@@ -267,9 +268,9 @@ def fit_parametric_loss(params: Sequence[float], tokens: Sequence[float],
         raise ValueError("params, tokens, loss (and flops) must have the same length")
     finite = np.isfinite(n_arr) & np.isfinite(d_arr) & np.isfinite(l_arr) & (l_arr > 0)
     finite &= np.isfinite(f_arr) & (f_arr > 0) & (n_arr > 0) & (d_arr > 0)
-    if finite.sum() < 5:
-        raise ValueError(f"the parametric fit needs at least 5 runs with finite values, got "
-                         f"{int(finite.sum())}")
+    if finite.sum() < MIN_RUNS_PARAMETRIC:
+        raise ValueError(f"the parametric fit needs at least {MIN_RUNS_PARAMETRIC} runs with "
+                         f"finite values, got {int(finite.sum())}")
     log_n, log_d, log_l = np.log(n_arr[finite]), np.log(d_arr[finite]), np.log(l_arr[finite])
     theta, value = _best_fit(log_n, log_d, log_l, starts)
     a, b, e, alpha, beta = (float(v) for v in theta)

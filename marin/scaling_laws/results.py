@@ -24,6 +24,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from marin.scaling_laws.codec import ArtifactError
+from marin.scaling_laws.rows import row_from_columns
 from marin.scaling_laws.values import RunRow
 from marin.storage.files import glob, open_url, url_to_fs
 
@@ -37,7 +39,7 @@ class ResultsError(ValueError):
 
 
 def read_runs(paths: str | Sequence[str], metric: str = "loss", label: str | None = None
-              ) -> list[Any]:
+              ) -> list[RunRow]:
     """``RunRow``s from tables, run folders and folders of runs (globs too), in order;
     ``label`` (when given) labels them all."""
     from marin.scaling_laws.run_readers import RunFolderError, read_run_folders
@@ -75,7 +77,8 @@ def read_results(path: str) -> list[RunRow]:
     return read_result_rows(path)
 
 
-def read_result_rows(path: str, metric: str = "loss", label: str | None = None) -> list[Any]:
+def read_result_rows(path: str, metric: str = "loss", label: str | None = None
+                     ) -> list[RunRow]:
     """The table as ``RunRow``s, in order: ``loss`` is
     the column ``metric`` names (``loss`` itself by default)."""
     try:
@@ -135,9 +138,7 @@ def _json_row(path: str, number: int, line: str) -> dict[str, Any]:
     return row
 
 
-def _row(path: str, index: int, row: dict[str, Any]) -> Any:
-    from marin.scaling_laws.study.artifacts import ArtifactError, row_from_columns
-
+def _row(path: str, index: int, row: dict[str, Any]) -> RunRow:
     try:
         return row_from_columns(row, f"results file {path}, row {index + 1}", f"row {index + 1}")
     except ArtifactError as e:

@@ -20,11 +20,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Approach3", "BudgetOptimum", "OptimalAllocation", "PowerLaw", "RunRow",
-           "optimal_allocation"]
+__all__ = ["MIN_RUNS_PARAMETRIC", "MIN_RUNS_PER_BUDGET", "PARAMETERS", "Approach3",
+           "BudgetOptimum", "OptimalAllocation", "PowerLaw", "RunRow", "optimal_allocation"]
 
 Interval = tuple[float, float]
-PARAMETERS = ("E", "A", "B", "alpha", "beta")
+PARAMETERS = ("E", "A", "B", "alpha", "beta")  # of Approach 3, in its samples' order
+MIN_RUNS_PER_BUDGET = 3  # the least runs a budget's parabola is fitted from
+MIN_RUNS_PARAMETRIC = 5  # the least runs Approach 3 is fitted from
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,12 +31,11 @@ from marin.scaling_laws.study.laws import (
     Optimum,
     TargetPrediction,
 )
+from marin.scaling_laws.values import MIN_RUNS_PARAMETRIC, MIN_RUNS_PER_BUDGET
 
 __all__ = ["MIN_RUNS_PARAMETRIC", "MIN_RUNS_PER_BUDGET", "clean_rows", "fit_label",
            "fit_parametric", "loss_interval", "predict_at", "predicted_loss"]
 
-MIN_RUNS_PER_BUDGET = 3
-MIN_RUNS_PARAMETRIC = 5
 LEVEL = 0.95
 
 

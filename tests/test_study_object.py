@@ -5,6 +5,7 @@ steps are. Planned only; nothing trains here."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -12,17 +13,42 @@ from marin.execution import Executor, Plan, executor_main
 from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study import (
     IsoFlopStudy,
+    Mixture,
     PredictionConfig,
+    StudyCorpus,
     StudyFitConfig,
     StudyReportConfig,
+    isoflop_study,
     load_study,
     study_outputs,
 )
 from marin.scaling_laws.study.artifacts import ArtifactError
-from tests.test_study_planning import _study, corpora  # noqa: F401 (a fixture)
+from tests.helpers.corpus import plays
+from tests.test_isoflop_study import BUDGETS, HELD_OUT, TINY, VOCAB
 
 
-def test_the_study_holds_its_steps_and_a_handle_on_each_that_matters(corpora):  # noqa: F811
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory) -> dict[str, StudyCorpus]:
+    """Two corpora of one play each for training and one for validation."""
+    root = tmp_path_factory.mktemp("corpora")
+    texts, out = plays(4), {}
+    for k, label in enumerate(("plays", "docs")):
+        for folder, text in (("train", texts[2 * k]), ("validation", texts[2 * k + 1])):
+            (root / label / folder).mkdir(parents=True)
+            shutil.copy(text, root / label / folder / f"{text.stem}.txt")
+        out[label] = StudyCorpus(train=(str(root / label / "train"),),
+                                 validation=(str(root / label / "validation"),))
+    return out
+
+
+def _study(corpora, **kwargs) -> IsoFlopStudy:
+    labels = {**corpora, "mix": Mixture({"plays": 0.7, "docs": 0.3})}
+    options = {"tokenizer_vocab_size": VOCAB, "predict_budget": HELD_OUT, "bootstrap": 10,
+               "train_options": {"compute_dtype": "float32"}, **kwargs}
+    return isoflop_study("cmp", labels, BUDGETS, TINY, **options)
+
+
+def test_the_study_holds_its_steps_and_a_handle_on_each_that_matters(corpora):
     study = _study(corpora)
     assert isinstance(study, IsoFlopStudy)
     assert study.name == "cmp" and study.labels == ("plays", "docs", "mix")
@@ -40,7 +66,7 @@ def test_the_study_holds_its_steps_and_a_handle_on_each_that_matters(corpora):  
     assert _study(corpora, predict_budget=None).predictions == {}
 
 
-def test_executor_main_and_the_executor_take_a_study_as_its_steps(corpora, tmp_path,  # noqa: F811
+def test_executor_main_and_the_executor_take_a_study_as_its_steps(corpora, tmp_path,
                                                                  capsys):
     study = _study(corpora)
     prefix = str(tmp_path / "store")
@@ -52,7 +78,7 @@ def test_executor_main_and_the_executor_take_a_study_as_its_steps(corpora, tmp_p
         [e.node.key for e in listed.entries]
 
 
-def test_load_study_reads_the_handles_placed_under_the_prefix(corpora, tmp_path):  # noqa: F811
+def test_load_study_reads_the_handles_placed_under_the_prefix(corpora, tmp_path):
     study = _study(corpora)
     prefix = str(tmp_path / "store")
     graph = Executor(prefix).graph(study)
@@ -126,7 +152,7 @@ def _keys(study, prefix: str) -> dict[str, str]:
     return {n.step.name: n.key for n in Executor(prefix).graph(study).nodes}
 
 
-def test_typed_train_options_give_the_configs_and_keys_a_mapping_gives(corpora,  # noqa: F811
+def test_typed_train_options_give_the_configs_and_keys_a_mapping_gives(corpora,
                                                                       tmp_path):
     from marin.scaling_laws.runs import training_config
     from marin.scaling_laws.train_options import TrainOptions
@@ -155,7 +181,6 @@ def test_typed_train_options_give_the_configs_and_keys_a_mapping_gives(corpora, 
 def _candidate_of(config):
     from marin.scaling_laws.candidates import nearest_candidate
     from marin.scaling_laws.study import study_candidates
-    from tests.test_isoflop_study import TINY
 
     [candidates] = study_candidates(TINY, [config.budget]).values()
     model = config.train.model
@@ -198,9 +223,8 @@ def test_every_train_option_is_a_train_lm_config_field_the_candidate_leaves_open
     assert options == fields - set(FROM_CANDIDATE) - set(FROM_STUDY)
 
 
-def test_a_heuristic_must_be_a_scaling_heuristic(corpora):  # noqa: F811
-    from marin.scaling_laws.study import StudyInputError, isoflop_study
-    from tests.test_isoflop_study import BUDGETS
+def test_a_heuristic_must_be_a_scaling_heuristic(corpora):
+    from marin.scaling_laws.study import StudyInputError
 
     with pytest.raises(StudyInputError, match="heuristic=dict is no ScalingHeuristic: give one "
                        "with a candidates_for_budget"):

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marin.dashboard.outputs import read_json_file
 from marin.dashboard.reader import PrefixReader, StepView
+
+if TYPE_CHECKING:  # read only when a study's files are; the page modules import no numpy
+    from marin.scaling_laws.study.artifacts import Prediction
 
 __all__ = ["StudyRow", "study_rows", "typed_fit", "typed_result"]
 
@@ -45,7 +48,7 @@ class StudyRow:
     state: str
     labels: tuple[str, ...] = ()
     metric: str = ""
-    predictions: tuple[Any, ...] = ()
+    predictions: tuple[Prediction, ...] = ()
     report: str | None = None
     fit: str | None = None
     error: str | None = None

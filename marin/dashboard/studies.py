@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from marin.dashboard.outputs import read_json_file
 from marin.dashboard.reader import PrefixReader, StepView
 
-if TYPE_CHECKING:  # read only when a study's files are; the page modules import no numpy
+if TYPE_CHECKING:  # the study package is imported only when a study's files are read
     from marin.scaling_laws.study.artifacts import Prediction
 
 __all__ = ["StudyRow", "study_rows", "typed_fit", "typed_result"]

@@ -35,7 +35,7 @@ GOAL_S = 10.0
 BUDGETS = (1e17, 1e18, 1e19, 1e20, 1e21)
 
 
-def naive_exponents(records: list[iso.RunRecord], bootstrap: int, count: int, seed: int
+def naive_exponents(records: list[iso.RunRow], bootstrap: int, count: int, seed: int
                     ) -> np.ndarray:
     """The loss law's exponent on the first ``count`` resamples, one scipy fit at a time.
     The resamples are drawn as ``loss_law`` draws them (per budget, in order)."""

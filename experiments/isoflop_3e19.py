@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from marin.execution import ExecutorMainConfig, ExecutorStep, Experiment, executor_main
+from marin.execution import ExecutorMainConfig, Experiment, executor_main
 from marin.execution.planning import Plan
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
-from marin.scaling_laws.study import StudyCorpus, isoflop_study, study_candidates
+from marin.scaling_laws.study import IsoFlopStudy, StudyCorpus, isoflop_study, study_candidates
 
 NAME = "isoflop-3e19"
 FINEWEB_EDU = ("hf://datasets/HuggingFaceFW/fineweb-edu@3c452cb1c31a957685cf2699bfd051afacd37422"
@@ -74,7 +74,7 @@ def heuristic_for(options: StudyOptions) -> CompletedAdamhHeuristic:
                                    devices=options.devices)
 
 
-def build(options: StudyOptions) -> list[ExecutorStep]:
+def build(options: StudyOptions) -> IsoFlopStudy:
     return isoflop_study(NAME, StudyCorpus(train=(options.corpus,),
                                            validation=(options.validation,)),
                          budgets=SWEEP, heuristic=heuristic_for(options), tokenizer="gpt2",

@@ -139,13 +139,13 @@ CORPORA = {"plays": _corpus(plays), "docs": _corpus(docs),
 # directly, at nine more runs.
 REPLICATES = 0
 
-steps = isoflop_study(
+study = isoflop_study(
     NAME, CORPORA, budgets=BUDGETS, heuristic=HEURISTIC, tokenizer_vocab_size=VOCAB,
     predict_budget=HELD_OUT, metric="macro_bpb",
     train_options={"compute_dtype": "float32", "eval_batches": 8, "log_every": 1000},
     bootstrap=200, replicates=REPLICATES)
 
-experiment = Experiment(steps, description="comparative IsoFLOP study: plays, docs and a "
+experiment = Experiment(study, description="comparative IsoFLOP study: plays, docs and a "
                         "mixture, two CPU cores", after=print_study_summary)
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -39,7 +40,8 @@ def isoflop_runs(factor: float, rng: np.random.Generator | None, sigma: float = 
             tokens = math.exp(center + offset)
             noise = rng.normal(0, sigma) if rng is not None else 0.0
             loss = optimum + CURVATURE * offset**2 + noise
-            out.append(RunRecord(budget / (6 * tokens), tokens, budget, loss, budget))
+            out.append(RunRecord(params=budget / (6 * tokens), tokens=tokens, flops=budget,
+                                 loss=loss, budget=budget))
     return out
 
 
@@ -60,7 +62,8 @@ def parametric_runs(factor: float, rng: np.random.Generator | None, sigma: float
     for n, d in shapes:
         loss = E + A / n**ALPHA + B * (factor / d) ** BETA
         loss += rng.normal(0, sigma) if rng is not None else 0.0
-        out.append(RunRecord(n, d, 6 * n * d, loss, 6 * n * d if isoflop else None))
+        out.append(RunRecord(params=n, tokens=d, flops=6 * n * d, loss=loss,
+                             budget=6 * n * d if isoflop else None))
     return out
 
 
@@ -151,8 +154,7 @@ def test_approach3_on_request_recovers_k_where_the_power_law_drifts():
 def test_the_vectorised_parabolas_are_fit_budgets_huber_fits():
     rng = np.random.default_rng(2)
     runs = isoflop_runs(1.0, rng, sigma=0.01, budgets=(1e19,), per_budget=9)
-    runs[3] = RunRecord(runs[3].params, runs[3].tokens, runs[3].flops, runs[3].loss + 0.2,
-                        runs[3].budget)  # one bad run: the Huber loss must shrug it off
+    runs[3] = replace(runs[3], loss=runs[3].loss + 0.2)  # the Huber loss must shrug it off
     x, y = np.log([r.tokens for r in runs]), np.array([r.loss for r in runs])
     reference = fit_budget(1e19, runs)
     coef = fit_parabolas(x, y)

@@ -22,6 +22,7 @@ from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
 from marin.scaling_laws.study import (
     CandidateRunConfig,
+    IsoFlopStudy,
     RunOutcome,
     StudyCorpus,
     StudyFitConfig,
@@ -66,7 +67,7 @@ def _corpus(root: Path, count: int = 5) -> StudyCorpus:
     return StudyCorpus(train=(str(root / "train"),), validation=(str(root / "validation"),))
 
 
-def _study(corpus: StudyCorpus, heuristic=TINY, replicates: int = 1) -> list:
+def _study(corpus: StudyCorpus, heuristic=TINY, replicates: int = 1) -> IsoFlopStudy:
     return isoflop_study("study", corpus, BUDGETS, heuristic, tokenizer_vocab_size=VOCAB,
                          predict_budget=HELD_OUT, bootstrap=10, replicates=replicates,
                          train_options={"compute_dtype": "float32", "eval_batches": 2})
@@ -95,7 +96,7 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
 
     # runs.csv holds every run, with the figures of its own summary.json (bits per byte);
     # the middle candidate of each budget has a seed replicate
-    train = [s for s in steps if s.fn is run_candidate]
+    train = [s for s in steps.steps if s.fn is run_candidate]
     assert len(train) == sum(len(list(TINY.candidates_for_budget(b))) + 1 for b in BUDGETS) == 8
     replicas = [s.config for s in train if s.config.replicate_of is not None]
     assert [(c.budget, c.train.model.hidden_dim, c.train.seed) for c in replicas] == \
@@ -171,7 +172,7 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     plan = {e.name: e for e in Executor(prefix).plan(wider).entries}
     assert plan["study/fit"].action == "run" and "config changed" in plan["study/fit"].reason
     new_runs = [e for e in plan.values() if e.action == "run" and e.node.step.fn is run_candidate]
-    added = {s.config.run_name for s in wider if s.fn is run_candidate} - set(rows)
+    added = {s.config.run_name for s in wider.steps if s.fn is run_candidate} - set(rows)
     assert any("-h32-" in name for name in added)
     assert {e.node.step.config.run_name for e in new_runs} == added
     assert {e.name for e in plan.values() if e.action == "run"} == \
@@ -286,7 +287,7 @@ def test_the_3e19_study_is_planned_offline_with_the_heuristics_candidates(tmp_pa
     expected = {b: list(heuristic.candidates_for_budget(b)) for b in DEFAULT_BUDGETS[:4]}
     assert DEFAULT_BUDGETS[3] == 3e19 and max(expected) == 3e19
     planned: dict[float, list] = {}
-    for step in steps:
+    for step in steps.steps:
         if step.fn is run_candidate:
             planned.setdefault(step.config.budget, []).append(step)
     for budget, candidates in expected.items():
@@ -299,7 +300,7 @@ def test_the_3e19_study_is_planned_offline_with_the_heuristics_candidates(tmp_pa
     totals = plan.totals()
     assert totals["estimated_flops"] == pytest.approx(sum(c.flops for c in every)
                                                       + DEFAULT_BUDGETS[4])
-    prediction = next(s for s in steps if s.fn is run_prediction)
+    prediction = next(s for s in steps.steps if s.fn is run_prediction)
     assert totals["estimated_device_hours"] == pytest.approx(
         sum(c.estimated_device_hours for c in every) + prediction.estimate.device_hours)
 
@@ -347,7 +348,7 @@ def test_the_study_steps_that_build_caches_or_train_keep_an_attempts_work(tmp_pa
     """A killed tokenize keeps its finished ranges: its step is resumable, like the runs'."""
     from marin.execution.graph import dependencies_of
 
-    seen, todo = {}, list(_study(_corpus(tmp_path)))
+    seen, todo = {}, list(_study(_corpus(tmp_path)).steps)
     while todo:
         step = todo.pop()
         if step.name not in seen:

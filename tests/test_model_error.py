@@ -194,7 +194,7 @@ def test_approach3_backtests_read_a_bend_as_a_line_would():
         assert 0.8 < e.log_error / (kappa * e.curvature_factor) < 1.2
     n = math.sqrt(HELD_OUT / 120)
     d = HELD_OUT / (6 * n)
-    missed = math.log(float(fit.approach3.parametric().loss(n, d)) / loss(n, d))
+    missed = math.log(float(fit.approach3.loss(n, d)) / loss(n, d))
     assert 0.8 < missed / (kappa * curvature_factor(BUDGETS, HELD_OUT)) < 1.2
 
 

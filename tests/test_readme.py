@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from experiments import isoflop_tiny
-from marin.scaling_laws.study import StudyCorpus, isoflop_study
+from marin.scaling_laws.study import IsoFlopStudy, StudyCorpus, isoflop_study
 from tests.doc_examples import ROOT, checked_block, sample_output
 from tests.helpers.corpus import plays
 
@@ -50,8 +50,8 @@ if __name__ == "__main__":
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?")
 
 
-def reduced_study() -> list:
-    """The reduced study's steps, on the texts in ``./plays`` and ``./docs`` (see
+def reduced_study() -> IsoFlopStudy:
+    """The reduced study, on the texts in ``./plays`` and ``./docs`` (see
     ``_corpus``)."""
     corpora = {label: StudyCorpus(train=(f"{label}/train",), validation=(f"{label}/validation",))
                for label in ("plays", "docs")}

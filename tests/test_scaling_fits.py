@@ -11,6 +11,7 @@ import os
 import struct
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +117,7 @@ def test_vectorised_bootstrap_matches_one_scipy_fit_per_resample():
         reference.append([math.exp(x[2]), math.exp(x[0]), math.exp(x[1]), x[3], x[4]])
         reference_values.append(result.fun)
     reference = np.array(reference)
-    samples = fit.bootstrap_samples
+    samples = fit.samples()
     spread = reference.std(axis=0, ddof=1)
     assert np.all(np.abs(samples - reference).max(axis=0) < 0.05 * spread)
     for k, name in enumerate(("E", "A", "B", "alpha", "beta")):
@@ -137,8 +138,8 @@ def synthetic_runs(budgets=(1e18, 3e18, 1e19, 3e19), noise: float = 0.0, seed: i
         for n in n_opt * np.geomspace(1 / 4, 4, 9):
             d = c / (6 * n)
             loss = EPOCH["E"] + EPOCH["A"] / n ** EPOCH["alpha"] + EPOCH["B"] / d ** EPOCH["beta"]
-            runs.append(RunRecord(float(n), float(d), c, float(loss * (1 + noise *
-                                                                          rng.normal())), c))
+            runs.append(RunRecord(params=float(n), tokens=float(d), flops=c,
+                                  loss=float(loss * (1 + noise * rng.normal())), budget=c))
     return runs
 
 
@@ -165,8 +166,7 @@ def test_the_robust_parabola_shrugs_off_one_bad_run():
     runs = [r for r in synthetic_runs(budgets=(1e19,))]
     clean = fit_budget(1e19, runs)
     broken = list(runs)
-    broken[4] = RunRecord(runs[4].params, runs[4].tokens, runs[4].flops, runs[4].loss + 0.5,
-                          1e19)  # a diverged run at the optimum
+    broken[4] = replace(runs[4], loss=runs[4].loss + 0.5)  # a diverged run at the optimum
     robust = fit_budget(1e19, broken)
     assert robust.optimal_tokens == pytest.approx(clean.optimal_tokens, rel=0.1)
 
@@ -180,8 +180,8 @@ def test_fewer_than_three_points_in_a_budget_is_refused():
 
 def test_nan_and_infinite_losses_are_dropped_with_a_counted_warning(caplog):
     runs = synthetic_runs()
-    runs[0] = RunRecord(runs[0].params, runs[0].tokens, runs[0].flops, math.nan, 1e18)
-    runs[10] = RunRecord(runs[10].params, runs[10].tokens, runs[10].flops, math.inf, 3e18)
+    runs[0] = replace(runs[0], loss=math.nan)
+    runs[10] = replace(runs[10], loss=math.inf)
     with caplog.at_level(logging.WARNING, logger="marin.scaling_laws"):
         analysis = fit_isoflops(runs)
     assert len(analysis.dropped) == 2

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from marin.execution import Executor
+from marin.scaling_laws.codec import encode
 from marin.scaling_laws.study import (
     Mixture,
     load_study,
@@ -21,7 +22,6 @@ from marin.scaling_laws.study import (
     study_outputs,
 )
 from marin.scaling_laws.study.artifacts import StudyFits
-from marin.scaling_laws.study.codec import encode
 from marin.scaling_laws.study.summary import comparison_line, law_text
 from tests.conftest import ROOT
 from tests.test_isoflop_study import BUDGETS, HELD_OUT, TINY, VOCAB

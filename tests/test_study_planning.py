@@ -83,10 +83,10 @@ def test_every_label_runs_every_candidate_on_its_own_data_and_one_tokenizer(corp
 
 
 def test_a_metric_on_one_set_and_named_sets(corpora):
-    steps = _study(corpora, validation={"shakespeare": "plays"}, metric="shakespeare/loss")
-    [fit] = [s for s in steps if s.fn is fit_study]
-    assert fit.config.metric == "shakespeare/loss"
-    run = next(s for s in steps if s.fn is run_candidate)
+    study = _study(corpora, validation={"shakespeare": "plays"}, metric="shakespeare/loss")
+    [fit] = [s for s in study.steps if s.fn is fit_study]
+    assert study.fit is fit and fit.config.metric == study.metric == "shakespeare/loss"
+    run = next(s for s in study.steps if s.fn is run_candidate)
     assert [v.name for v in run.config.train.validation] == ["shakespeare"]
 
 

@@ -32,7 +32,7 @@ steps = isoflop_study("resume", corpus, (3e9,), TINY, tokenizer_vocab_size=VOCAB
                       train_options={"compute_dtype": "float32", "eval_batches": 1,
                                      "checkpoint_every": 100, "async_checkpoints": False,
                                      "log_every": 10000})
-[run] = [s for s in steps if s.fn is run_candidate and s.name.endswith("-h16-l1")]
+[run] = [s for s in steps.steps if s.fn is run_candidate and s.name.endswith("-h16-l1")]
 result = Executor(sys.argv[1], max_concurrent=1, lease_ttl=4).run(steps, run_only=[run.name])
 print("RUN", result.ok, [(s.name, s.state.value) for s in result.steps], flush=True)
 sys.exit(0 if result.ok else 1)

@@ -33,6 +33,7 @@ from marin.dashboard.outputs import (
 )
 from marin.dashboard.reader import DashboardError, PrefixReader, StepView, step_key_of
 from marin.dashboard.records import InvocationRecord, InvocationStep, info_view, valid_time
+from marin.dashboard.studies import study_rows, typed_fit, typed_result
 from marin.dashboard.trackers import runs_trackers, step_trackers
 
 STATES = ("FAILED", "STOPPED", "CORRUPT", "RUNNING", "CANCELLED", "PENDING", "SUCCESS")
@@ -298,9 +299,8 @@ def _kind_states(reader: PrefixReader, exp: str | None, kind: str
 
 def studies_page(reader: PrefixReader, exp: str | None) -> dict[str, Any]:
     found, record = _kind_states(reader, exp, "study")
-    listing = _index(reader).top_level(found)
-    return {"title": "Studies", "studies": found, "listing": listing, "exp": exp or "",
-            "record": record}
+    rows = study_rows(reader, found, _index(reader).top_level(found))
+    return {"title": "Studies", "studies": rows, "exp": exp or "", "record": record}
 
 
 def study_page(reader: PrefixReader, key: str) -> dict[str, Any]:
@@ -313,29 +313,19 @@ def study_page(reader: PrefixReader, key: str) -> dict[str, Any]:
     if "report.md" in files:
         text, _ = read_text_tail(reader, key, "report.md", limit=2_000_000)
         report = render_markdown(text, key)
-    fit = read_json_file(reader, key, "fit.json")
-    study, study_error = _study_result(reader, key, files)
+    study, study_error = typed_result(reader, key, files)
+    fits = fit_json = None
+    if "fit.json" in files:  # a study's fit is shown typed; another step's fit.json as JSON
+        fits, fit_error = typed_fit(reader, key)
+        if fits is None:
+            raw = read_json_file(reader, key, "fit.json")
+            fit_json = _pretty(raw) if raw else None
+            study_error = study_error or (fit_error if report is None else None)
     [state] = reader.step_states([key], with_info=False)
     return {"title": key, "key": key, "state": state, "report": report,
-            "plots": [f for f in files if f.endswith(".html")],
-            "fit_json": _pretty(fit) if fit else None, "study": study,
-            "study_error": study_error, "files": files}
-
-
-def _study_result(reader: PrefixReader, key: str, files: list[str]) -> tuple[Any, str | None]:
-    """The report's ``StudyResult`` (labels, predictions, comparisons), read through the
-    study's artifacts; (None, why) when the file is unreadable."""
-    from marin.scaling_laws.study.artifacts import RESULT, ArtifactError, StudyResult
-
-    if RESULT not in files:
-        return None, None
-    data = read_json_file(reader, key, RESULT)
-    if data is None:
-        return None, f"{RESULT} is not readable JSON"
-    try:
-        return StudyResult.from_json(data, where=f"{key}/{RESULT}"), None
-    except ArtifactError as e:
-        return None, str(e)
+            "plots": [f for f in files if f.endswith(".html")], "fits": fits,
+            "fit_json": fit_json, "study": study, "study_error": study_error,
+            "files": files}
 
 
 def render_markdown(text: str, key: str) -> str:

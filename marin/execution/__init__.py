@@ -14,7 +14,7 @@ from marin.execution.compat import THIS_OUTPUT_PATH, InputName, OutputName, Step
 from marin.execution.executor import Executor, RunResult, StepResult
 from marin.execution.executor_main import ExecutorMainConfig, executor_main
 from marin.execution.experiments import Experiment
-from marin.execution.graph import StepGraph, StepGraphError
+from marin.execution.graph import StepCollection, StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.planning import Plan, PlanEntry
 from marin.execution.resuming import resumable
@@ -43,6 +43,7 @@ __all__ = [
     "Plan",
     "PlanEntry",
     "RunResult",
+    "StepCollection",
     "StepGraph",
     "StepGraphError",
     "StepResources",

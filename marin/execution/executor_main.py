@@ -46,7 +46,7 @@ from marin.execution.command_line import (
 from marin.execution.errors import one_line
 from marin.execution.executor import Executor, RunResult, gc_paused, signals_interrupt
 from marin.execution.experiments import Experiment, experiment_id
-from marin.execution.graph import StepGraph, StepGraphError
+from marin.execution.graph import StepCollection, StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.json_report import dumps_report
 from marin.execution.options import ExecutorMainConfig
@@ -74,11 +74,13 @@ def resolve_prefix(prefix: str | None) -> str:
     return prefix or os.environ.get("MARIN_PREFIX") or os.path.abspath(DEFAULT_LOCAL_PREFIX)
 
 
-def executor_main(steps: Sequence[ExecutorStep] | Experiment, description: str | None = None,
-                  args: Sequence[str] | None = None, *, exit_on_failure: bool = True
+def executor_main(steps: Sequence[ExecutorStep] | StepCollection | Experiment,
+                  description: str | None = None, args: Sequence[str] | None = None, *,
+                  exit_on_failure: bool = True
                   ) -> RunResult | Plan:
-    """Parse the command line, then plan (``--dry-run``) or run ``steps`` (a list, or an
-    ``Experiment`` with options of its own). Returns the ``RunResult`` of the run, or the
+    """Parse the command line, then plan (``--dry-run``) or run ``steps`` (a list, a
+    ``StepCollection`` such as an IsoFLOP study, or an ``Experiment`` with options of its
+    own). Returns the ``RunResult`` of the run, or the
     ``Plan`` of a dry run; each step's output path and state are in it.
 
     ``--help`` prints the options and exits 0; a usage or configuration error exits 2. A

@@ -10,7 +10,8 @@
     experiment_id("experiments/isoflop_3e19.py", declared, options)   # for the record
 
 An experiment is a Python file or module with a module-level ``experiment`` (an
-``Experiment``), or a ``steps`` list, or a function ``steps()`` that returns one.
+``Experiment``), or a ``steps`` list (or a value holding its steps, as an IsoFLOP study
+does), or a function ``steps()`` that returns one.
 ``Experiment`` is the one place an experiment declares its own options (a frozen dataclass
 parsed with the executor's options, by the same rules), the ``steps`` built from them, a
 ``preflight`` that may refuse a real run in one line (never called for ``--help`` or a dry
@@ -42,6 +43,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
+from marin.execution.graph import StepCollection
 from marin.execution.invocation_record import ExperimentId
 from marin.execution.step import ExecutorStep, StepDefinitionError
 
@@ -61,7 +63,8 @@ class Experiment:
     """What an experiment declares.
 
     Attributes:
-        steps: the steps, or a function of the options that builds them.
+        steps: the steps (a list, or a ``StepCollection`` such as an IsoFLOP study), or a
+            function of the options that builds them.
         options: a frozen dataclass of the experiment's own options (``--FIELD VALUE``).
         preflight: ``preflight(options, executor_options)`` before a real run: a one-line
             refusal, or None to go on.
@@ -70,7 +73,8 @@ class Experiment:
             ``--json``): the experiment's own report.
     """
 
-    steps: Sequence[ExecutorStep] | Callable[[Any], Sequence[ExecutorStep]]
+    steps: (Sequence[ExecutorStep] | StepCollection
+            | Callable[[Any], Sequence[ExecutorStep] | StepCollection])
     options: type | None = None
     preflight: Callable[[Any, Any], str | None] | None = None
     description: str | None = None
@@ -206,6 +210,8 @@ def steps_of(module: ModuleType) -> list[ExecutorStep]:
 
 
 def _checked_steps(steps: Any, where: str) -> list[ExecutorStep]:
+    if not isinstance(steps, (list, tuple)) and isinstance(steps, StepCollection):
+        steps = steps.steps  # a study, or any value holding its steps
     if not isinstance(steps, (list, tuple)):
         raise ExperimentError(f"{where}: `steps` must be a list of ExecutorStep, "
                               f"got {type(steps).__name__}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from marin.execution.config_tree import ConfigStructureError, iter_leaves, map_leaves
 from marin.execution.diff import diff_versions
@@ -35,6 +35,22 @@ from marin.execution.step import (
     VersionedValue,
     join_path,
 )
+
+
+@runtime_checkable
+class StepCollection(Protocol):
+    """A value holding a graph's steps (an IsoFLOP study, say): taken wherever a list of
+    steps is (``executor_main``, ``Executor.run``, ``StepGraph.build``)."""
+
+    @property
+    def steps(self) -> Sequence[ExecutorStep]: ...
+
+
+def step_list(steps: Sequence[ExecutorStep] | StepCollection) -> list[ExecutorStep]:
+    """``steps`` as a list: a sequence as it is, a ``StepCollection`` by its ``steps``."""
+    if not isinstance(steps, (list, tuple)) and isinstance(steps, StepCollection):
+        return list(steps.steps)
+    return list(steps)
 
 
 class StepGraphError(ValueError):
@@ -84,7 +100,8 @@ class StepOrder:
     have any are listed."""
 
     @classmethod
-    def of(cls, roots: Sequence[ExecutorStep]) -> StepOrder:
+    def of(cls, roots: Sequence[ExecutorStep] | StepCollection) -> StepOrder:
+        roots = step_list(roots)
         check_steps(roots)
         steps, deps, nonblocking = _ordered_with_dependencies(roots)
         return cls(list(roots), steps, deps, nonblocking)
@@ -102,7 +119,7 @@ class StepGraph:
         self._steps = steps  # keeps every step alive, so the id() keys stay unique
 
     @classmethod
-    def build(cls, steps: Sequence[ExecutorStep], prefix: str) -> StepGraph:
+    def build(cls, steps: Sequence[ExecutorStep] | StepCollection, prefix: str) -> StepGraph:
         """Walk ``steps``, hash them and place them under ``prefix``."""
         return cls.from_order(StepOrder.of(steps), prefix)
 

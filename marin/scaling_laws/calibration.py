@@ -56,9 +56,10 @@ import numpy as np
 from scipy import stats
 
 from marin.scaling_laws import isoflop_analysis as iso
-from marin.scaling_laws.isoflop_analysis import MIN_POINTS_PER_BUDGET, RunRecord
+from marin.scaling_laws.isoflop_analysis import MIN_POINTS_PER_BUDGET
 from marin.scaling_laws.model_error import Extrapolation, curvature_factor
 from marin.scaling_laws.model_error import check_version as _check_version
+from marin.scaling_laws.values import RunRow
 
 __all__ = ["BacktestResult", "NoiseEstimate", "approach2_extrapolations", "backtest",
            "calibrated_interval", "coverage", "noise_from_replicates", "noise_from_residuals",
@@ -132,7 +133,7 @@ def noise_from_replicates(groups: Sequence[Sequence[float]]) -> NoiseEstimate:
     return NoiseEstimate(std=math.sqrt(squares / dof), source="replicates", dof=dof)
 
 
-def noise_from_residuals(records: Sequence[RunRecord]) -> NoiseEstimate:
+def noise_from_residuals(records: Sequence[RunRow]) -> NoiseEstimate:
     """Pooled standard deviation of the runs around their budgets' parabolas."""
     squares, dof = 0.0, 0
     for _, runs in _budgets(records):
@@ -172,7 +173,7 @@ def calibrated_interval(point: float, fit_interval: tuple[float, float] | None,
     return point - below, point + above
 
 
-def backtest(records: Sequence[RunRecord], label: str, noise: NoiseEstimate,
+def backtest(records: Sequence[RunRow], label: str, noise: NoiseEstimate,
              level: float = 0.95) -> BacktestResult | None:
     """Predict the largest swept budget's optimal loss from the smaller budgets' Approach 2
     law; None when that cannot be done (``why_no_backtest`` says why)."""
@@ -199,7 +200,7 @@ def backtest(records: Sequence[RunRecord], label: str, noise: NoiseEstimate,
                           error_percent=100.0 * (predicted - achieved) / achieved, level=level)
 
 
-def approach2_extrapolations(records: Sequence[RunRecord], label: str,
+def approach2_extrapolations(records: Sequence[RunRow], label: str,
                              noise: NoiseEstimate) -> list[Extrapolation]:
     """Approach 2's loss law fitted without the smallest, then without the largest fitted
     budget, each predicting the minimum of the one left out (both need 2 budgets left)."""
@@ -231,7 +232,7 @@ def approach2_extrapolations(records: Sequence[RunRecord], label: str,
     return out
 
 
-def why_no_backtest(records: Sequence[RunRecord]) -> str | None:
+def why_no_backtest(records: Sequence[RunRow]) -> str | None:
     """Why ``backtest`` returns None for these runs; None when it can be made."""
     fitted, largest = _fitted_budgets(records)
     if largest is None:
@@ -253,7 +254,7 @@ def coverage(results: Sequence[BacktestResult]) -> dict[str, float]:
     return {label: sum(v) / len(v) for label, v in hits.items()}
 
 
-def _fitted_budgets(records: Sequence[RunRecord]
+def _fitted_budgets(records: Sequence[RunRow]
                     ) -> tuple[list[tuple[float, float, float]], float | None]:
     """(budget, parabola minimum, var(minimum) / std^2) per budget that has a minimum, in
     increasing budget; and the largest budget swept."""
@@ -279,12 +280,12 @@ def _minimum_variance(x: np.ndarray, coef: np.ndarray) -> float:
     return float(grad @ np.linalg.pinv(design.T @ design) @ grad)
 
 
-def _budgets(records: Sequence[RunRecord]) -> list[tuple[float, list[RunRecord]]]:
+def _budgets(records: Sequence[RunRow]) -> list[tuple[float, list[RunRow]]]:
     kept, _ = iso.clean_records(records)
     return list(iso.group_by_budget(kept).items())
 
 
-def _xy(runs: Sequence[RunRecord]) -> tuple[np.ndarray, np.ndarray]:
+def _xy(runs: Sequence[RunRow]) -> tuple[np.ndarray, np.ndarray]:
     return np.log([r.tokens for r in runs]), np.array([r.loss for r in runs])
 
 

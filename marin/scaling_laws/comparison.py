@@ -50,16 +50,15 @@ import numpy as np
 
 from marin.scaling_laws.isoflop_analysis import (
     MIN_POINTS_PER_BUDGET,
-    RunRecord,
     clean_records,
     fit_parabolas,
     group_by_budget,
     parabola_minimum,
 )
+from marin.scaling_laws.values import MIN_RUNS_PARAMETRIC, RunRow
 
 __all__ = ["ComputeMultiplier", "LossLaw", "compare_labels", "loss_law"]
 
-MIN_RUNS_PARAMETRIC = 5
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ class LossLaw:
             return np.where(self.gamma > 0, out, np.nan)
 
 
-def loss_law(records: Sequence[RunRecord], source: str = "approach2", bootstrap: int = 0,
+def loss_law(records: Sequence[RunRow], source: str = "approach2", bootstrap: int = 0,
              seed: int = 0) -> LossLaw:
     """One label's loss law and ``bootstrap`` resampled refits of it.
 
@@ -155,7 +154,7 @@ def loss_law(records: Sequence[RunRecord], source: str = "approach2", bootstrap:
     raise ValueError(f"source={source!r}: use 'approach2' or 'approach3'")
 
 
-def _approach2(records: Sequence[RunRecord], bootstrap: int,
+def _approach2(records: Sequence[RunRow], bootstrap: int,
                rng: np.random.Generator) -> LossLaw:
     budgets, minima, few, no_minimum = [], [], 0, 0
     for budget, runs in group_by_budget(records).items():
@@ -189,7 +188,7 @@ def _approach2(records: Sequence[RunRecord], bootstrap: int,
     return LossLaw("approach2", np.zeros_like(slope), log_k, -slope)
 
 
-def _approach3(records: Sequence[RunRecord], bootstrap: int, seed: int) -> LossLaw:
+def _approach3(records: Sequence[RunRow], bootstrap: int, seed: int) -> LossLaw:
     from threadpoolctl import threadpool_limits
 
     from marin.scaling_laws.parametric import fit_parametric_loss, optimal_allocation
@@ -204,7 +203,7 @@ def _approach3(records: Sequence[RunRecord], bootstrap: int, seed: int) -> LossL
                                   flops=[r.flops for r in records])
     rows = np.array([[fit.E, fit.A, fit.B, fit.alpha, fit.beta]])
     if bootstrap:
-        rows = np.concatenate([rows, fit.bootstrap_samples])
+        rows = np.concatenate([rows, fit.samples()])
     e, a, b, alpha, beta = rows.T
     reference = float(np.exp(np.mean(np.log([r.flops for r in records]))))
     with np.errstate(all="ignore"):
@@ -215,7 +214,7 @@ def _approach3(records: Sequence[RunRecord], bootstrap: int, seed: int) -> LossL
     return LossLaw("approach3", e, log_g, gamma)
 
 
-def compare_labels(records: Mapping[str, Sequence[RunRecord]], baseline: str,
+def compare_labels(records: Mapping[str, Sequence[RunRow]], baseline: str,
                    targets: Sequence[float], bootstrap: int = 1000, seed: int = 0,
                    level: float = 0.95, approach: str = "approach2"
                    ) -> list[ComputeMultiplier]:
@@ -285,7 +284,7 @@ def _label_seed(seed: int, label: str, source: str) -> int:
     return zlib.crc32(f"{seed}/{label}/{source}".encode())
 
 
-def _check(records: Mapping[str, Sequence[RunRecord]], baseline: str,
+def _check(records: Mapping[str, Sequence[RunRow]], baseline: str,
            targets: Sequence[float], level: float) -> None:
     if baseline not in records:
         raise ValueError(f"baseline={baseline!r} is not a label of the records "

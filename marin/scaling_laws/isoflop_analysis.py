@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -33,79 +32,27 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from marin.scaling_laws.budgets import DEFAULT_BUDGETS  # noqa: F401 (its older home)
+from marin.scaling_laws.values import MIN_RUNS_PER_BUDGET, BudgetOptimum, PowerLaw, RunRow
 
 logger = logging.getLogger("marin.scaling_laws")
 
-MIN_POINTS_PER_BUDGET = 3
+MIN_POINTS_PER_BUDGET = MIN_RUNS_PER_BUDGET  # its older name
 
 
 class ScalingFitError(ValueError):
     """The data cannot support the requested fit; the message says why."""
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """A finished run, as the fits read it."""
-
-    params: float
-    tokens: float
-    flops: float
-    loss: float
-    budget: float | None = None
-
-
-@dataclass(frozen=True)
-class BudgetFit:
-    """The robust parabola of loss in log tokens for one budget."""
-
-    budget: float
-    coefficients: tuple[float, float, float]  # loss = a x^2 + b x + c, x = ln(tokens)
-    optimal_tokens: float
-    optimal_tokens_interval: tuple[float, float]  # +/- 1.96 standard errors
-    optimal_params: float
-    optimal_loss: float
-    points: int
-
-    def loss_at(self, tokens: np.ndarray | float) -> np.ndarray | float:
-        a, b, c = self.coefficients
-        x = np.log(tokens)
-        return a * x * x + b * x + c
-
-
-@dataclass(frozen=True)
-class ScalingFit:
-    """``y = coefficient * C ** exponent`` fitted in log-log space."""
-
-    exponent: float
-    coefficient: float
-    exponent_se: float
-    log_coefficient_se: float
-    quantity: str  # "params" or "tokens"
-
-    def predict(self, budget: float | np.ndarray) -> float | np.ndarray:
-        return self.coefficient * np.asarray(budget, dtype=float) ** self.exponent
-
-    def interval(self, budget: float, z: float = 1.96) -> tuple[float, float]:
-        """An approximate interval ignoring the covariance of slope and intercept."""
-        log_c = math.log(budget)
-        se = math.hypot(self.log_coefficient_se, self.exponent_se * log_c)
-        center = math.log(float(self.predict(budget)))
-        return _exp(center - z * se), _exp(center + z * se)
-
-
-def _exp(x: float) -> float:
-    """``e ** x``, infinite past the largest float (a wide interval far out, not an error)."""
-    return math.exp(x) if x < _LOG_MAX else math.inf
-
-
-_LOG_MAX = math.log(sys.float_info.max)
+RunRecord = RunRow  # the older names of the one type of each
+BudgetFit = BudgetOptimum
+ScalingFit = PowerLaw
 
 
 @dataclass
 class IsoFlopAnalysis:
-    budgets: list[BudgetFit]
-    params_fit: ScalingFit
-    tokens_fit: ScalingFit
+    budgets: list[BudgetOptimum]
+    params_fit: PowerLaw
+    tokens_fit: PowerLaw
     dropped: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -114,7 +61,7 @@ class IsoFlopAnalysis:
                 "dropped": self.dropped}
 
 
-def clean_records(records: Sequence[RunRecord]) -> tuple[list[RunRecord], list[str]]:
+def clean_records(records: Sequence[RunRow]) -> tuple[list[RunRow], list[str]]:
     """Drop runs whose loss or sizes are NaN, infinite or not positive (with a warning)."""
     kept, dropped = [], []
     for r in records:
@@ -129,10 +76,10 @@ def clean_records(records: Sequence[RunRecord]) -> tuple[list[RunRecord], list[s
     return kept, dropped
 
 
-def group_by_budget(records: Sequence[RunRecord], tolerance: float = 0.1
-                    ) -> dict[float, list[RunRecord]]:
+def group_by_budget(records: Sequence[RunRow], tolerance: float = 0.1
+                    ) -> dict[float, list[RunRow]]:
     """Runs grouped by budget: the ``budget`` field, or clusters of FLOPs within 10%."""
-    groups: dict[float, list[RunRecord]] = {}
+    groups: dict[float, list[RunRow]] = {}
     unlabeled = sorted((r for r in records if r.budget is None), key=lambda r: r.flops)
     for r in records:
         if r.budget is not None:
@@ -145,8 +92,8 @@ def group_by_budget(records: Sequence[RunRecord], tolerance: float = 0.1
     return dict(sorted(groups.items()))
 
 
-def fit_budget(budget: float, runs: Sequence[RunRecord], huber_delta: float = 0.01
-               ) -> BudgetFit:
+def fit_budget(budget: float, runs: Sequence[RunRow], huber_delta: float = 0.01
+               ) -> BudgetOptimum:
     if len(runs) < MIN_POINTS_PER_BUDGET:
         raise ScalingFitError(
             f"budget {budget:.3g} has {len(runs)} run(s); a parabola needs at least "
@@ -167,7 +114,7 @@ def fit_budget(budget: float, runs: Sequence[RunRecord], huber_delta: float = 0.
     se = _minimum_standard_error(fit, len(runs), a, b)
     log_n = np.log([r.params for r in runs])
     slope, intercept = np.polyfit(x, log_n, 1)
-    return BudgetFit(
+    return BudgetOptimum(
         budget=budget, coefficients=(float(a), float(b), float(c)),
         optimal_tokens=float(math.exp(x_opt)),
         optimal_tokens_interval=(float(math.exp(x_opt - 1.96 * se)),
@@ -260,15 +207,16 @@ def _minimum_standard_error(fit: Any, n: int, a: float, b: float) -> float:
     return float(math.sqrt(max(0.0, grad @ cov @ grad)))
 
 
-def fit_power_law(budgets: np.ndarray, values: np.ndarray, quantity: str) -> ScalingFit:
+def fit_power_law(budgets: np.ndarray, values: np.ndarray, quantity: str) -> PowerLaw:
     if len(budgets) < 2:
         raise ScalingFitError(f"a power law for {quantity} needs optima at 2 or more budgets, "
                               f"got {len(budgets)}")
     x, y = np.log(budgets), np.log(values)
     (slope, intercept), cov = _linear_fit(x, y)
-    return ScalingFit(exponent=float(slope), coefficient=float(math.exp(intercept)),
+    return PowerLaw(exponent=float(slope), coefficient=float(math.exp(intercept)),
                       exponent_se=float(math.sqrt(cov[0, 0])),
-                      log_coefficient_se=float(math.sqrt(cov[1, 1])), quantity=quantity)
+                      log_coefficient_se=float(math.sqrt(cov[1, 1])),
+                    quantity=quantity)
 
 
 def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -281,7 +229,7 @@ def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return coef, np.linalg.inv(design.T @ design) * residual_var
 
 
-def fit_isoflops(records: Sequence[RunRecord]) -> IsoFlopAnalysis:
+def fit_isoflops(records: Sequence[RunRow]) -> IsoFlopAnalysis:
     """Per-budget parabolas, then N_opt and D_opt as power laws of the budget."""
     kept, dropped = clean_records(records)
     groups = group_by_budget(kept)

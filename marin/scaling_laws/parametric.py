@@ -38,87 +38,27 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from marin.scaling_laws.values import (
+    MIN_RUNS_PARAMETRIC,
+    PARAMETERS,
+    Approach3,
+    OptimalAllocation,
+    optimal_allocation,
+)
+
+__all__ = ["HUBER_DELTA", "LEVEL", "PARAMETERS", "Approach3", "OptimalAllocation",
+           "ParametricFit", "fit_parametric_loss", "flops_per_token_law", "optimal_allocation"]
+
 HUBER_DELTA = 1e-3
-PARAMETERS = ("E", "A", "B", "alpha", "beta")
+LEVEL = 0.95  # of the bootstrap intervals of the parameters
 
 
-@dataclass(frozen=True)
-class OptimalAllocation:
-    budget: float
-    params: float
-    tokens: float
-    params_interval: tuple[float, float]
-    tokens_interval: tuple[float, float]
-    nearest_candidate: Any = None  # a CandidateConfig when a heuristic was given
-
-
-@dataclass
-class ParametricFit:
-    E: float
-    A: float
-    B: float
-    alpha: float
-    beta: float
-    objective: float
-    standard_errors: dict[str, float] = field(default_factory=dict)
-    bootstrap_samples: np.ndarray | None = None  # rows of (E, A, B, alpha, beta)
-    flops_coefficient: float = 6.0  # training FLOPs per token = coefficient * N ** exponent
-    flops_exponent: float = 1.0
-
-    def loss(self, params: float | np.ndarray, tokens: float | np.ndarray) -> np.ndarray:
-        return self.E + self.A / np.asarray(params) ** self.alpha \
-            + self.B / np.asarray(tokens) ** self.beta
-
-    def predict_optimal(self, budget: float, level: float = 0.95,
-                        heuristic: Any = None) -> OptimalAllocation:
-        """Compute-optimal N and D for ``budget`` training FLOPs, with a bootstrap interval at
-        ``level``, and the heuristic's candidate nearest to N_opt when one is given.
-
-        The budget is spent as ``C = flops_coefficient * N ** flops_exponent * D``: the
-        accounting of the runs the fit was given (``flops=``), the one the heuristic's
-        candidates use; C = 6 N D when the fit had no FLOPs."""
-        n, d = self._optimal(self.A, self.B, self.alpha, self.beta, budget)
-        n_range, d_range = (n, n), (d, d)
-        if self.bootstrap_samples is not None and len(self.bootstrap_samples) >= 2:
-            s = self.bootstrap_samples
-            ns, ds = self._optimal(s[:, 1], s[:, 2], s[:, 3], s[:, 4], budget)
-            tail = (1 - level) / 2 * 100
-            low_n, high_n = np.percentile(ns, [tail, 100 - tail])
-            low_d, high_d = np.percentile(ds, [tail, 100 - tail])
-            n_range, d_range = (float(low_n), float(high_n)), (float(low_d), float(high_d))
-        nearest = None
-        if heuristic is not None:
-            from marin.scaling_laws.candidates import nearest_candidate
-
-            nearest = nearest_candidate(list(heuristic.candidates_for_budget(budget)), n)
-        return OptimalAllocation(budget, float(n), float(d), n_range, d_range, nearest)
-
-    def as_dict(self) -> dict[str, float]:
-        return {name: getattr(self, name) for name in PARAMETERS}
-
-    def _optimal(self, A, B, alpha, beta, budget: float):
-        return optimal_allocation(A, B, alpha, beta, budget, self.flops_coefficient,
-                                  self.flops_exponent)
-
-
-def optimal_allocation(A, B, alpha, beta, budget: float, coefficient: float = 6.0,
-                       exponent: float = 1.0):
-    """The minimum of A/N^alpha + B/D^beta subject to C = k N^e D (k: ``coefficient``,
-    e: ``exponent``). Setting dL/dN = 0 along the constraint gives
-    ``N_opt = (alpha A / (e beta B))^(1 / (alpha + e beta)) * (C/k)^(beta / (alpha + e beta))``
-    and ``D_opt = C / (k N_opt^e)``; with k = 6 and e = 1 this is Hoffmann et al.'s eq. (4),
-    N_opt = G (C/6)^a, D_opt = G^-1 (C/6)^b."""
-    e = exponent
-    g = (alpha * A / (e * beta * B)) ** (1 / (alpha + e * beta))
-    n = g * (budget / coefficient) ** (beta / (alpha + e * beta))
-    return n, budget / (coefficient * n**e)
+ParametricFit = Approach3  # its older name
 
 
 def flops_per_token_law(params: np.ndarray, tokens: np.ndarray, flops: np.ndarray
@@ -319,7 +259,7 @@ def _two_loop(g: np.ndarray, s: np.ndarray, y: np.ndarray, rho: np.ndarray,
 def fit_parametric_loss(params: Sequence[float], tokens: Sequence[float],
                         loss: Sequence[float], bootstrap: int = 0, seed: int = 0,
                         starts: int | None = 64, flops: Sequence[float] | None = None
-                        ) -> ParametricFit:
+                        ) -> Approach3:
     """Fit E + A/N^alpha + B/D^beta; ``bootstrap`` resamples give standard errors; each
     run's training ``flops`` set the accounting of ``predict_optimal`` (else C = 6 N D)."""
     n_arr, d_arr, l_arr = (np.asarray(v, dtype=float) for v in (params, tokens, loss))
@@ -328,26 +268,34 @@ def fit_parametric_loss(params: Sequence[float], tokens: Sequence[float],
         raise ValueError("params, tokens, loss (and flops) must have the same length")
     finite = np.isfinite(n_arr) & np.isfinite(d_arr) & np.isfinite(l_arr) & (l_arr > 0)
     finite &= np.isfinite(f_arr) & (f_arr > 0) & (n_arr > 0) & (d_arr > 0)
-    if finite.sum() < 5:
-        raise ValueError(f"the parametric fit needs at least 5 runs with finite values, got "
-                         f"{int(finite.sum())}")
+    if finite.sum() < MIN_RUNS_PARAMETRIC:
+        raise ValueError(f"the parametric fit needs at least {MIN_RUNS_PARAMETRIC} runs with "
+                         f"finite values, got {int(finite.sum())}")
     log_n, log_d, log_l = np.log(n_arr[finite]), np.log(d_arr[finite]), np.log(l_arr[finite])
     theta, value = _best_fit(log_n, log_d, log_l, starts)
-    fit = _to_fit(theta, value)
+    a, b, e, alpha, beta = (float(v) for v in theta)
+    law: dict = {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": alpha,
+                 "beta": beta, "objective": value}
     if flops is not None:
-        fit.flops_coefficient, fit.flops_exponent = flops_per_token_law(
+        law["flops_coefficient"], law["flops_exponent"] = flops_per_token_law(
             n_arr[finite], d_arr[finite], f_arr[finite])
     if bootstrap:
-        samples = _bootstrap(theta, log_n, log_d, log_l, bootstrap, seed)
-        natural = np.column_stack([np.exp(samples[:, 2]), np.exp(samples[:, 0]),
-                                   np.exp(samples[:, 1]), samples[:, 3], samples[:, 4]])
-        fit.bootstrap_samples = natural
-        fit.standard_errors = {name: float(np.std(natural[:, i], ddof=1))
-                               for i, name in enumerate(PARAMETERS)}
-    return fit
+        law.update(_bootstrap_law(_bootstrap(theta, log_n, log_d, log_l, bootstrap, seed)))
+    return Approach3(**law)
 
 
-def _to_fit(theta: np.ndarray, value: float) -> ParametricFit:
-    a, b, e, alpha, beta = (float(v) for v in theta)
-    return ParametricFit(E=math.exp(e), A=math.exp(a), B=math.exp(b), alpha=alpha, beta=beta,
-                         objective=value)
+def _bootstrap_law(samples: np.ndarray) -> dict:
+    """The resamples' fields of an ``Approach3``: their rows in natural units (E, A, B,
+    alpha, beta), standard errors and ``LEVEL`` percentile intervals."""
+    natural = np.column_stack([np.exp(samples[:, 2]), np.exp(samples[:, 0]),
+                               np.exp(samples[:, 1]), samples[:, 3], samples[:, 4]])
+    intervals = {}
+    if len(natural) >= 2:
+        tail = (1 - LEVEL) / 2 * 100
+        for i, name in enumerate(PARAMETERS):
+            low, high = np.percentile(natural[:, i], [tail, 100 - tail])
+            intervals[name] = (float(low), float(high))
+    return {"bootstrap_samples": tuple(tuple(float(v) for v in row) for row in natural),
+            "standard_errors": {name: float(np.std(natural[:, i], ddof=1))
+                                for i, name in enumerate(PARAMETERS)},
+            "intervals": intervals}

@@ -2,7 +2,8 @@
 
     write_isoflop_plots(analysis, records, "out/isoflops")      # .png and .html
     write_scaling_plots(analysis, "out/scaling", target=3e19)   # .png and .html
-    write_isoflop_overlay({"plays": (a1, r1), "docs": (a2, r2)}, "out/isoflops")  # labels
+    write_isoflop_overlay({"plays": (fit1.budgets, rows1), "docs": (fit2.budgets, rows2)},
+                          "out/isoflops")                 # labels: optima and runs of each
 """
 
 from __future__ import annotations
@@ -17,11 +18,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import plotly.graph_objects as go
 
-from marin.scaling_laws.isoflop_analysis import (
-    IsoFlopAnalysis,
-    RunRecord,
-    group_by_budget,
-)
+from marin.scaling_laws.isoflop_analysis import IsoFlopAnalysis, group_by_budget
+from marin.scaling_laws.values import BudgetOptimum, PowerLaw, RunRow
 
 
 def budget_label(flops: float) -> str:
@@ -48,27 +46,28 @@ def _named(label: str | None, text: str) -> str:
     return text if label is None else f"{label} {text}"
 
 
-def write_isoflop_plots(analysis: IsoFlopAnalysis, records: Sequence[RunRecord],
+def write_isoflop_plots(analysis: IsoFlopAnalysis, records: Sequence[RunRow],
                         stem: str | Path) -> list[Path]:
     """Loss against tokens per budget, the fitted parabolas and their minima."""
-    return write_isoflop_overlay({None: (analysis, records)}, stem)
+    return write_isoflop_overlay({None: (analysis.budgets, records)}, stem)
 
 
-def write_isoflop_overlay(by_label: Mapping[str | None, tuple[IsoFlopAnalysis,
-                                                              Sequence[RunRecord]]],
+def write_isoflop_overlay(by_label: Mapping[str | None, tuple[Sequence[BudgetOptimum],
+                                                              Sequence[RunRow]]],
                           stem: str | Path, metric: str = "loss") -> list[Path]:
-    """The IsoFLOP curves of several labels on one plot: colour by budget, a line style
-    and marker per label (a label of None: no label in the legend)."""
+    """The IsoFLOP curves of several labels on one plot, each given as its budgets' optima
+    and its runs: colour by budget, a line style and marker per label (a label of None: no
+    label in the legend)."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    budgets = sorted({f.budget for analysis, _ in by_label.values() for f in analysis.budgets})
+    budgets = sorted({f.budget for optima, _ in by_label.values() for f in optima})
     color_of = dict(zip(budgets, _colors(len(budgets)), strict=True))
     fig, ax = plt.subplots(figsize=(8, 5.5))
     html = go.Figure()
-    for i, (label, (analysis, records)) in enumerate(by_label.items()):
+    for i, (label, (optima, records)) in enumerate(by_label.items()):
         groups = group_by_budget(records)
         dash, symbol = _DASHES[i % len(_DASHES)], _SYMBOLS[i % len(_SYMBOLS)]
-        for fit in analysis.budgets:
+        for fit in optima:
             color = color_of[fit.budget]
             runs = groups.get(fit.budget, [])
             tokens = np.array([r.tokens for r in runs])
@@ -102,25 +101,26 @@ def write_isoflop_overlay(by_label: Mapping[str | None, tuple[IsoFlopAnalysis,
 def write_scaling_plots(analysis: IsoFlopAnalysis, stem: str | Path,
                         target: float | None = None) -> list[Path]:
     """Optimal N and D against C, log-log, with fitted lines extrapolated to ``target``."""
-    return write_scaling_overlay({None: analysis}, stem, target)
+    return write_scaling_overlay(
+        {None: (analysis.budgets, analysis.params_fit, analysis.tokens_fit)}, stem, target)
 
 
-def write_scaling_overlay(by_label: Mapping[str | None, IsoFlopAnalysis], stem: str | Path,
-                          target: float | None = None) -> list[Path]:
-    """Optimal N and D against C for several labels on the same axes."""
+def write_scaling_overlay(by_label: Mapping[str | None, tuple[Sequence[BudgetOptimum],
+                                                              PowerLaw, PowerLaw]],
+                          stem: str | Path, target: float | None = None) -> list[Path]:
+    """Optimal N and D against C for several labels on the same axes, each given as its
+    budgets' optima and its laws of N_opt and D_opt."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    every = [f.budget for analysis in by_label.values() for f in analysis.budgets]
+    every = [f.budget for optima, _, _ in by_label.values() for f in optima]
     high = max(max(every), target or 0) * 1.5
     grid = np.geomspace(min(every) / 1.5, high, 100)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     html = go.Figure()
-    for i, (label, analysis) in enumerate(by_label.items()):
-        budgets = np.array([f.budget for f in analysis.budgets])
-        series = (("params", analysis.params_fit,
-                   [f.optimal_params for f in analysis.budgets]),
-                  ("tokens", analysis.tokens_fit,
-                   [f.optimal_tokens for f in analysis.budgets]))
+    for i, (label, (optima, params_law, tokens_law)) in enumerate(by_label.items()):
+        budgets = np.array([f.budget for f in optima])
+        series = (("params", params_law, [f.optimal_params for f in optima]),
+                  ("tokens", tokens_law, [f.optimal_tokens for f in optima]))
         for ax, (name, fit, values) in zip(axes, series, strict=True):
             shown = _named(label, name)
             law = f"{fit.coefficient:.3g} C^{fit.exponent:.3f}"

@@ -1,6 +1,6 @@
 """Reading finished runs for the fits: tables (CSV, JSON lines or Parquet) and run folders.
 
-    records = read_results("gs://bucket/sweep/results.parquet")   # RunRecords
+    records = read_results("gs://bucket/sweep/results.parquet")   # RunRows
     rows = read_result_rows("local_store/isoflop-tiny/fit-1a2b3c4d/runs.csv")   # RunRows
     rows = read_runs(["runs.csv", "marin-runs/*", "wandb-exports/"], metric="loss")
 
@@ -24,6 +24,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from marin.scaling_laws.codec import ArtifactError
+from marin.scaling_laws.rows import row_from_columns
+from marin.scaling_laws.values import RunRow
 from marin.storage.files import glob, open_url, url_to_fs
 
 __all__ = ["REQUIRED", "ResultsError", "read_result_rows", "read_results", "read_runs"]
@@ -36,7 +39,7 @@ class ResultsError(ValueError):
 
 
 def read_runs(paths: str | Sequence[str], metric: str = "loss", label: str | None = None
-              ) -> list[Any]:
+              ) -> list[RunRow]:
     """``RunRow``s from tables, run folders and folders of runs (globs too), in order;
     ``label`` (when given) labels them all."""
     from marin.scaling_laws.run_readers import RunFolderError, read_run_folders
@@ -69,12 +72,14 @@ def _is_folder(url: str) -> bool:
     return fs.isdir(path)
 
 
-def read_results(path: str) -> list[Any]:
-    return [row.record() for row in read_result_rows(path)]
+def read_results(path: str) -> list[RunRow]:
+    """The table's runs (``read_result_rows`` on its ``loss`` column)."""
+    return read_result_rows(path)
 
 
-def read_result_rows(path: str, metric: str = "loss", label: str | None = None) -> list[Any]:
-    """The table as ``marin.scaling_laws.study.artifacts.RunRow``s, in order: ``loss`` is
+def read_result_rows(path: str, metric: str = "loss", label: str | None = None
+                     ) -> list[RunRow]:
+    """The table as ``RunRow``s, in order: ``loss`` is
     the column ``metric`` names (``loss`` itself by default)."""
     try:
         with open_url(path) as f:
@@ -133,9 +138,7 @@ def _json_row(path: str, number: int, line: str) -> dict[str, Any]:
     return row
 
 
-def _row(path: str, index: int, row: dict[str, Any]) -> Any:
-    from marin.scaling_laws.study.artifacts import ArtifactError, row_from_columns
-
+def _row(path: str, index: int, row: dict[str, Any]) -> RunRow:
     try:
         return row_from_columns(row, f"results file {path}, row {index + 1}", f"row {index + 1}")
     except ArtifactError as e:

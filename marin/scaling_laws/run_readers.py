@@ -47,7 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marin.scaling_laws.budgets import flops_bucket
-from marin.scaling_laws.study.artifacts import OUTCOME, ArtifactError, RunRow, read_outcome
+from marin.scaling_laws.codec import ArtifactError
+from marin.scaling_laws.outcome import OUTCOME, read_outcome
+from marin.scaling_laws.values import RunRow
 from marin.storage.files import join_url, open_url, url_of, url_to_fs
 from marin.training import metric_names as names
 from marin.training.summary import SUMMARY, SummaryError, read_summary

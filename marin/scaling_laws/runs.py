@@ -30,23 +30,15 @@ from marin.execution.step import (
     this_output_path,
 )
 from marin.scaling_laws.candidates import CandidateConfig
+from marin.scaling_laws.train_options import FROM_CANDIDATE, TrainOptionsError
 from marin.training.config import (
     DataComponent,
-    TrainingConfigError,
     TrainLmConfig,
     check_batch_layout,
 )
 
 __all__ = ["TrainOptionsError", "check_train_options", "resources_of", "train_step",
            "training_config"]
-
-#: fields the candidate and the data set; options may not
-_FROM_CANDIDATE = ("cache_path", "mixture", "model", "batch_size", "train_steps", "optimizer",
-                   "output_path")
-
-
-class TrainOptionsError(TrainingConfigError):
-    """A train option names no ``TrainLmConfig`` field, or one the candidate sets."""
 
 
 def check_train_options(options: Mapping[str, Any] | None, where: str = "train_options"
@@ -56,12 +48,12 @@ def check_train_options(options: Mapping[str, Any] | None, where: str = "train_o
     options = dict(options or {})
     fields = [f.name for f in dataclasses.fields(TrainLmConfig)]
     for key in options:
-        if key in _FROM_CANDIDATE:
+        if key in FROM_CANDIDATE:
             raise TrainOptionsError(f"{where}[{key!r}] is set by the candidate and the data; "
                                     "leave it out (change the heuristic or the corpus instead)")
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
-            open_fields = sorted(set(fields) - set(_FROM_CANDIDATE))
+            open_fields = sorted(set(fields) - set(FROM_CANDIDATE))
             hint = f"did you mean {close[0]!r}?" if close else \
                 f"TrainLmConfig's fields are {', '.join(open_fields)}"
             raise TrainOptionsError(f"{where}[{key!r}] is not a TrainLmConfig field; {hint}")

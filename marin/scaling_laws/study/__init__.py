@@ -5,12 +5,12 @@ checked predictions, and the typed reader of what a study found.
     plays = StudyCorpus(train=("plays/train",), validation=("plays/valid",))
     docs = StudyCorpus(train=("docs/train",), validation=("docs/valid",))
     corpora = {"plays": plays, "docs": docs, "mix": Mixture({"plays": 0.7, "docs": 0.3})}
-    steps = isoflop_study("isoflop/compare", corpora,
+    study = isoflop_study("isoflop/compare", corpora,
                           budgets=(1e11, 3e11, 1e12), heuristic=heuristic,
                           tokenizer_vocab_size=1024, predict_budget=3e12, metric="macro_bpb")
-    study = load_study(executor_main(steps))
-    study.fits["docs"].approach2.params.exponent, study.predictions["mix"].within_interval
-    study.comparisons[0].compute_multiplier
+    found = load_study(executor_main(study))      # or load_study(study, prefix)
+    found.fits["docs"].approach2.params.exponent, found.predictions["mix"].within_interval
+    found.comparisons[0].compute_multiplier
 
 The modules: ``graph`` builds the steps (``labels`` checks the corpora, mixtures,
 validation sets and metric; ``configs`` holds the steps' configs and names); ``steps`` holds
@@ -40,7 +40,7 @@ from marin.scaling_laws.study.configs import (
     run_name,
     study_candidates,
 )
-from marin.scaling_laws.study.graph import isoflop_study
+from marin.scaling_laws.study.graph import IsoFlopStudy, isoflop_study
 from marin.scaling_laws.study.labels import Mixture, StudyCorpus, StudyInputError
 from marin.scaling_laws.study.reading import (
     StudyOutputs,
@@ -55,11 +55,12 @@ from marin.scaling_laws.study.steps import (
     run_prediction,
     write_study_report,
 )
+from marin.scaling_laws.train_options import TrainOptions
 
-__all__ = ["CandidateRunConfig", "LabelComparison", "Mixture", "Prediction",
+__all__ = ["CandidateRunConfig", "IsoFlopStudy", "LabelComparison", "Mixture", "Prediction",
            "PredictionConfig", "RunFolder", "RunOutcome", "StudyCorpus", "StudyFit",
            "StudyFitConfig", "StudyInputError", "StudyOutputs", "StudyReportConfig",
-           "StudyResult", "StudyRun",
+           "StudyResult", "StudyRun", "TrainOptions",
            "budget_tag", "eval_curves", "fit_study", "isoflop_study", "load_study",
            "next_tiers", "print_study_summary", "run_candidate", "run_name",
            "run_prediction", "study_candidates", "study_outputs", "write_study_report"]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from marin.execution.errors import one_line
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.artifacts import (
     Epochs,
     LabelComparison,
@@ -76,7 +77,7 @@ def missing_row(run: StudyRun) -> RunRow:
     """The row of a run that left no outcome (excluded from the fits as ``missing``)."""
     nan = math.nan
     return RunRow(run=run.name, group=run.group, label=run.label, budget=run.budget,
-                  params=nan, tokens=nan, flops=nan, loss=nan, status="missing",
+                  params=nan, tokens=nan, flops=nan, loss=nan, status=RunStatus.MISSING,
                   reason=f"no outcome.json in {run.path}")
 
 
@@ -97,7 +98,7 @@ def epochs_of(outcomes: Sequence[RunOutcome], corpus_tokens: Mapping[str, int]
 
 
 def _replicate_groups(rows: Sequence[RunRow]) -> list[list[float]]:
-    ok = {r.run: r for r in rows if r.status == "ok" and math.isfinite(r.loss)}
+    ok = {r.run: r for r in rows if r.status == RunStatus.OK and math.isfinite(r.loss)}
     groups: dict[str, list[float]] = {}
     for r in ok.values():
         if r.replicate_of is not None and r.replicate_of in ok:
@@ -114,8 +115,7 @@ def noise_of(fit: StudyFit, rows: Sequence[RunRow]) -> dict[str, Any]:
         why_no_backtest,
     )
 
-    used, _ = clean_rows(rows)
-    records = [r.record() for r in used]
+    records, _ = clean_rows(rows)
     groups = _replicate_groups(rows)
     try:
         noise = noise_from_replicates(groups) if groups else noise_from_residuals(records)
@@ -176,8 +176,7 @@ def compare(rows_by_label: Mapping[str, Sequence[RunRow]], baseline: str,
         return (), None
     from marin.scaling_laws.comparison import compare_labels
 
-    records = {label: [r.record() for r in clean_rows(rows)[0]]
-               for label, rows in rows_by_label.items()}
+    records = {label: clean_rows(rows)[0] for label, rows in rows_by_label.items()}
     try:
         found = compare_labels(records, baseline, list(targets), bootstrap=max(bootstrap, 0),
                                seed=seed)

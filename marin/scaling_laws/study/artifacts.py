@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from marin.scaling_laws.study.codec import ArtifactError, decode_fields, encode_fields
+from marin.scaling_laws.codec import Artifact, ArtifactError, decode_fields, read_json
+from marin.scaling_laws.outcome import OUTCOME, RunOutcome, read_outcome
+from marin.scaling_laws.rows import row_from_columns, rows_csv
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.laws import (
     Approach2,
     Approach3,
@@ -34,8 +36,8 @@ from marin.scaling_laws.study.laws import (
     ExcludedRun,
     TargetPrediction,
 )
-from marin.scaling_laws.study.legacy import legacy_fit, legacy_outcome, legacy_prediction
-from marin.scaling_laws.study.rows import RunRow, row_from_columns, rows_csv
+from marin.scaling_laws.study.legacy import legacy_fit, legacy_prediction
+from marin.scaling_laws.values import RunRow
 from marin.storage.files import atomic_write, join_url, open_url
 from marin.training.summary import RunSummary
 
@@ -50,7 +52,6 @@ __all__ = ["FIT", "OUTCOME", "PREDICTION", "PREDICTION_RUN", "REPORT", "RESULT",
            "rows_csv",
            "write_artifact", "write_rows"]
 
-OUTCOME = "outcome.json"     # a candidate run's folder
 RUNS = "runs.csv"            # the fit step's folder: a row per run
 FIT = "fit.json"             # the fit step's folder: StudyFits
 PREDICTION = "prediction.json"  # a prediction step's folder
@@ -69,88 +70,6 @@ def _lazy_types() -> dict[str, Any]:
             "Extrapolation": Extrapolation, "ModelError": ModelError}
 
 
-class _Artifact:
-    """``to_json``/``from_json`` with the format and version checked."""
-
-    FORMAT: ClassVar[str]
-    VERSION: ClassVar[int]
-    OLDER: ClassVar[tuple[int, ...]] = ()  # earlier versions that read as this one
-
-    def to_json(self) -> dict[str, Any]:
-        return {"format": self.FORMAT, "version": self.VERSION, **encode_fields(self)}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "data"):
-        if not isinstance(data, dict):
-            raise ArtifactError(f"{where}: expected a JSON object, got {type(data).__name__}")
-        if "format" not in data:
-            return cls._previous(data, where)
-        if data["format"] != cls.FORMAT or data.get("version") not in (cls.VERSION,
-                                                                       *cls.OLDER):
-            older = (f" (version {', '.join(map(str, cls.OLDER))} still reads)"
-                     if cls.OLDER else "")
-            raise ArtifactError(
-                f"{where} is of format {data['format']!r} version {data.get('version')!r}; "
-                f"a {cls.__name__} is {cls.FORMAT!r} version {cls.VERSION}{older}: use the "
-                "marin that wrote it, or rerun the step")
-        return decode_fields(cls, {k: v for k, v in data.items()
-                                   if k not in ("format", "version")}, where)
-
-    @classmethod
-    def _previous(cls, data: dict[str, Any], where: str):
-        raise ArtifactError(f"{where} has no format; it is not a {cls.__name__} "
-                            f"({cls.FORMAT!r} version {cls.VERSION})")
-
-
-@dataclass(frozen=True)
-class RunOutcome(_Artifact):
-    """How a candidate run ended: ``status`` ok, diverged, out_of_memory or invalid_config;
-    ``curves`` maps each eval metric (``macro_bpb``, ``plays/loss``, ``loss`` ...) to its
-    values at every evaluation."""
-
-    FORMAT: ClassVar[str] = "marin.study.run_outcome"
-    VERSION: ClassVar[int] = 2
-
-    run_name: str
-    group: str
-    label: str
-    budget: float
-    status: str
-    reason: str | None
-    hidden_dim: int
-    num_layers: int
-    summary: RunSummary | None
-    seed: int = 0
-    replicate_of: str | None = None
-    curves: dict[str, tuple[float, ...]] = field(default_factory=dict)
-
-    @classmethod
-    def _previous(cls, data: dict[str, Any], where: str) -> RunOutcome:
-        return decode_fields(cls, legacy_outcome(data), where)
-
-    def row(self, metric: str, path: str = "") -> RunRow:
-        """The run's row for a fit on ``metric``; a run that ended without it is marked
-        ``no_loss``."""
-        s = self.summary
-        value = s.metric(metric) if s is not None else None
-        curve = self.curves.get(metric, ())
-        if not curve and s is not None and not s.evals:  # one split: its figures are the macro
-            curve = self.curves.get(metric.removeprefix("macro_"), ())
-        status, reason = self.status, self.reason
-        if status == "ok" and (value is None or not math.isfinite(value)):
-            status, reason = "no_loss", f"the run recorded no finite {metric} ({value})"
-        nan = math.nan
-        return RunRow(run=self.run_name, group=self.group, label=self.label, budget=self.budget,
-                      seed=self.seed, replicate_of=self.replicate_of,
-                      hidden_dim=self.hidden_dim, num_layers=self.num_layers,
-                      params=float(s.params) if s else nan, tokens=float(s.tokens) if s else nan,
-                      flops=float(s.flops) if s else nan,
-                      loss=float(value) if value is not None else nan,
-                      train_loss=s.train_loss if s else None,
-                      first_eval_loss=curve[0] if curve else None, status=status,
-                      reason=reason)
-
-
 @dataclass(frozen=True)
 class Epochs:
     """How many times a budget's runs went through each training corpus (the mean over the
@@ -161,7 +80,7 @@ class Epochs:
 
 
 @dataclass(frozen=True)
-class StudyFit(_Artifact):
+class StudyFit(Artifact):
     """One label's fits: Approach 2 per budget and across budgets, Approach 3, the optima at
     larger budgets and at the held-out one, how its prediction's noise was estimated, and
     the backtests of the law its prediction uses (``extrapolations``, for the model error).
@@ -193,7 +112,7 @@ class StudyFit(_Artifact):
 
 
 @dataclass(frozen=True)
-class LabelComparison(_Artifact):
+class LabelComparison(Artifact):
     """How many times the baseline's compute ``label`` needs to reach the loss the baseline
     is predicted to reach at ``target_budget`` (``compute_multiplier`` > 1: ``label`` is
     less efficient), with a joint bootstrap ``interval``."""
@@ -212,7 +131,7 @@ class LabelComparison(_Artifact):
 
 
 @dataclass(frozen=True)
-class StudyFits(_Artifact):
+class StudyFits(Artifact):
     """``fit.json``: every label's fit, the comparisons of the labels, and the model error
     pooled over their backtests (``model_error``; None: ``why_no_model_error``)."""
 
@@ -249,7 +168,7 @@ class PredictedCandidate:
 
 
 @dataclass(frozen=True)
-class Prediction(_Artifact):
+class Prediction(Artifact):
     """One label's checked prediction at the held-out budget. ``predicted_loss_interval``
     is the 95% interval made of ``interval_terms``: ``fit`` (``fit_interval``, the fit's
     spread alone), ``noise`` (run-to-run, ``noise_std`` with ``noise_dof``, estimated from
@@ -264,7 +183,7 @@ class Prediction(_Artifact):
     budget: float
     run_name: str
     group: str
-    status: str
+    status: RunStatus
     reason: str | None = None
     optimum: TargetPrediction | None = None
     size_from: str | None = None
@@ -290,7 +209,7 @@ class Prediction(_Artifact):
 
 
 @dataclass(frozen=True)
-class StudyResult(_Artifact):
+class StudyResult(Artifact):
     """A study's findings: ``labels``, ``fits[label]``, ``predictions[label]`` (labels with
     a held-out budget), ``comparisons`` (each label against ``baseline``), the pooled
     ``model_error`` and ``runs``."""
@@ -317,19 +236,6 @@ class StudyResult(_Artifact):
 
 # -- files ---------------------------------------------------------------------------------
 
-def _read_json(path: str) -> Any:
-    try:
-        with open_url(path, "r") as f:
-            text = f.read()
-    except FileNotFoundError:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise ArtifactError(f"{path} is not valid JSON ({e}); the step that wrote it did "
-                            "not finish: rerun it") from None
-
-
 def write_artifact(folder: str, name: str, artifact: Any) -> str:
     """``folder/name`` from ``artifact.to_json()``, whole or not at all; returns its path."""
     path = join_url(folder, name)
@@ -339,15 +245,9 @@ def write_artifact(folder: str, name: str, artifact: Any) -> str:
     return path
 
 
-def read_outcome(run_path: str) -> RunOutcome | None:
-    path = join_url(run_path, OUTCOME)
-    data = _read_json(path)
-    return None if data is None else RunOutcome.from_json(data, where=path)
-
-
 def read_fits(fit_path: str) -> StudyFits:
     path = join_url(fit_path, FIT)
-    data = _read_json(path)
+    data = read_json(path)
     if data is None:
         raise ArtifactError(f"no {FIT} in {fit_path}: the fit step has not finished")
     return StudyFits.from_json(data, where=path)
@@ -355,13 +255,13 @@ def read_fits(fit_path: str) -> StudyFits:
 
 def read_prediction(prediction_path: str) -> Prediction | None:
     path = join_url(prediction_path, PREDICTION)
-    data = _read_json(path)
+    data = read_json(path)
     return None if data is None else Prediction.from_json(data, where=path)
 
 
 def read_result(report_path: str) -> StudyResult | None:
     path = join_url(report_path, RESULT)
-    data = _read_json(path)
+    data = read_json(path)
     return None if data is None else StudyResult.from_json(data, where=path)
 
 

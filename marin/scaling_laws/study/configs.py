@@ -16,6 +16,7 @@ from typing import Any
 
 from marin.execution.step import this_output_path
 from marin.scaling_laws.candidates import CandidateConfig
+from marin.scaling_laws.scaling_heuristics import ScalingHeuristic
 from marin.training.config import TrainLmConfig
 
 __all__ = ["CandidateRunConfig", "LabelPath", "PredictionConfig", "RunFolder", "StudyFitConfig",
@@ -46,7 +47,7 @@ def next_tiers(budget: float, count: int) -> list[float]:
     return out
 
 
-def study_candidates(heuristic: Any, budgets: Sequence[float]
+def study_candidates(heuristic: ScalingHeuristic, budgets: Sequence[float]
                      ) -> dict[float, list[CandidateConfig]]:
     """The heuristic's candidates per budget; an error names a budget that has none."""
     out: dict[float, list[CandidateConfig]] = {}
@@ -161,7 +162,7 @@ class PredictionConfig:
     label: str
     data: Any
     budget: float
-    heuristic: Any
+    heuristic: ScalingHeuristic
     run_name: str
     group: str
     train_options: dict[str, Any] = field(default_factory=dict)

@@ -38,8 +38,7 @@ def extrapolations_of(fit: StudyFit, rows: Sequence[RunRow]) -> tuple[tuple[Any,
 
     if fit.noise is None:
         return (), "no noise estimate, so no share of the backtests' errors to take out"
-    used, _ = clean_rows(rows)
-    records = [r.record() for r in used]
+    records, _ = clean_rows(rows)
     if fit.approach3 is not None:
         return _approach3_extrapolations(fit, records)
     if fit.approach2 is None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, replace
-from typing import Any
+from dataclasses import replace
 
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.artifacts import RunRow, StudyFit
 from marin.scaling_laws.study.laws import (
     Approach2,
@@ -29,15 +29,13 @@ from marin.scaling_laws.study.laws import (
     BudgetOptimum,
     ExcludedRun,
     Optimum,
-    PowerLaw,
     TargetPrediction,
 )
+from marin.scaling_laws.values import MIN_RUNS_PARAMETRIC, MIN_RUNS_PER_BUDGET
 
 __all__ = ["MIN_RUNS_PARAMETRIC", "MIN_RUNS_PER_BUDGET", "clean_rows", "fit_label",
            "fit_parametric", "loss_interval", "predict_at", "predicted_loss"]
 
-MIN_RUNS_PER_BUDGET = 3
-MIN_RUNS_PARAMETRIC = 5
 LEVEL = 0.95
 
 
@@ -46,13 +44,13 @@ def clean_rows(rows: Sequence[RunRow]) -> tuple[list[RunRow], list[ExcludedRun]]
     they are not fitted, and not a failure)."""
     used, excluded = [], []
     for r in rows:
-        if r.status != "ok":
+        if r.status != RunStatus.OK:
             excluded.append(ExcludedRun(r.run, r.budget, r.status, r.reason or ""))
             continue
         values = (r.params, r.tokens, r.flops, r.loss)
         if not all(math.isfinite(v) and v > 0 for v in values):
             excluded.append(ExcludedRun(
-                r.run, r.budget, "invalid", f"params={r.params:.3g} tokens={r.tokens:.3g} "
+                r.run, r.budget, RunStatus.INVALID, f"params={r.params:.3g} tokens={r.tokens:.3g} "
                 f"flops={r.flops:.3g} loss={r.loss}: NaN, infinite or not positive"))
         elif r.replicate_of is None:
             used.append(r)
@@ -65,9 +63,8 @@ def fit_label(rows: Sequence[RunRow], *, label: str = "default", metric: str = "
     """Approach 2 per budget and across budgets, Approach 3, and the optima at ``targets``
     and ``holdout_budget``, from one label's runs."""
     used, excluded = clean_rows(rows)
-    records = [r.record() for r in used]
-    budgets, not_fitted, a2, a2_error = _approach2(records)
-    a3, a3_error = _approach3(records, bootstrap, seed)
+    budgets, not_fitted, a2, a2_error = _approach2(used)
+    a3, a3_error = fit_parametric(used, bootstrap, seed)
     fit = StudyFit(label=label, metric=metric, runs=len(rows), used=len(used),
                    excluded=tuple(excluded), budgets=tuple(budgets),
                    budgets_not_fitted=tuple(not_fitted), approach2=a2, approach2_error=a2_error,
@@ -76,7 +73,7 @@ def fit_label(rows: Sequence[RunRow], *, label: str = "default", metric: str = "
                    holdout=predict_at(fit, holdout_budget) if holdout_budget else None)
 
 
-def _approach2(records: list[Any]) -> tuple[list[BudgetOptimum], list[BudgetNotFitted],
+def _approach2(records: list[RunRow]) -> tuple[list[BudgetOptimum], list[BudgetNotFitted],
                                             Approach2 | None, str | None]:
     import numpy as np
 
@@ -97,20 +94,18 @@ def _approach2(records: list[Any]) -> tuple[list[BudgetOptimum], list[BudgetNotF
             fitted.append(fit_budget(budget, runs))
         except ScalingFitError as e:
             not_fitted.append(BudgetNotFitted(budget, len(runs), str(e)))
-    budgets = [BudgetOptimum(**asdict(f)) for f in fitted]
     if len(fitted) < 2:
-        return budgets, not_fitted, None, (f"{len(fitted)} budget(s) could be fitted; the "
+        return fitted, not_fitted, None, (f"{len(fitted)} budget(s) could be fitted; the "
                                            "power laws N_opt(C) and D_opt(C) need at least 2")
     c = np.array([f.budget for f in fitted])
-    laws = {q: PowerLaw(**asdict(fit_power_law(
-        c, np.array([getattr(f, f"optimal_{q}") for f in fitted]), q)))
-        for q in ("params", "tokens", "loss")}
-    return budgets, not_fitted, Approach2(**laws), None
+    laws = {q: fit_power_law(c, np.array([getattr(f, f"optimal_{q}") for f in fitted]), q)
+            for q in ("params", "tokens", "loss")}
+    return fitted, not_fitted, Approach2(**laws), None
 
 
-def fit_parametric(records: Sequence[Any], bootstrap: int = 0, seed: int = 0
-                   ) -> tuple[Any, str | None]:
-    """Approach 3's ``ParametricFit`` of ``RunRecord``s, or None and why it cannot be made."""
+def fit_parametric(records: Sequence[RunRow], bootstrap: int = 0, seed: int = 0
+                   ) -> tuple[Approach3 | None, str | None]:
+    """Approach 3 of the runs, or None and why it cannot be made."""
     if len(records) < MIN_RUNS_PARAMETRIC:
         return None, (f"{len(records)} usable run(s); L(N, D) needs at least "
                       f"{MIN_RUNS_PARAMETRIC}")
@@ -131,37 +126,13 @@ def fit_parametric(records: Sequence[Any], bootstrap: int = 0, seed: int = 0
         return None, str(e)
 
 
-def _approach3(records: list[Any], bootstrap: int, seed: int
-               ) -> tuple[Approach3 | None, str | None]:
-    import numpy as np
-
-    from marin.scaling_laws.parametric import PARAMETERS
-
-    fit, why = fit_parametric(records, bootstrap, seed)
-    if fit is None:
-        return None, why
-    samples = fit.bootstrap_samples
-    intervals = {}
-    if samples is not None and len(samples) >= 2:
-        tail = (1 - LEVEL) / 2 * 100
-        for i, name in enumerate(PARAMETERS):
-            low, high = np.percentile(samples[:, i], [tail, 100 - tail])
-            intervals[name] = (float(low), float(high))
-    return Approach3(E=fit.E, A=fit.A, B=fit.B, alpha=fit.alpha, beta=fit.beta,
-                     objective=float(fit.objective), standard_errors=fit.standard_errors,
-                     intervals=intervals, flops_coefficient=fit.flops_coefficient,
-                     flops_exponent=fit.flops_exponent,
-                     bootstrap_samples=() if samples is None else
-                     tuple(tuple(float(v) for v in row) for row in samples)), None
-
-
-def loss_interval(parametric: Any, params: float, tokens: float, level: float = LEVEL
+def loss_interval(parametric: Approach3, params: float, tokens: float, level: float = LEVEL
                   ) -> tuple[float, float] | None:
     """A bootstrap interval of the parametric loss at (params, tokens); None when too few
     resamples gave a finite loss."""
     import numpy as np
 
-    s = parametric.bootstrap_samples
+    s = parametric.samples()
     if s is None or len(s) < 2:
         value = float(parametric.loss(params, tokens))
         return value, value
@@ -186,7 +157,7 @@ def predict_at(fit: StudyFit, budget: float) -> TargetPrediction:
                      tokens_interval=laws.tokens.interval(budget),
                      loss_interval=laws.loss.interval(budget))
     if fit.approach3 is not None:
-        parametric = fit.approach3.parametric()
+        parametric = fit.approach3
         optimum = parametric.predict_optimal(budget)
         a3 = Optimum(params=optimum.params, tokens=optimum.tokens,
                      loss=float(parametric.loss(optimum.params, optimum.tokens)),
@@ -202,7 +173,7 @@ def predicted_loss(fit: StudyFit, budget: float, params: float, tokens: float
     at that (N, D) with its bootstrap interval; else Approach 2's loss law at the budget.
     Returns (loss, the fit's 95% interval, the approach)."""
     if fit.approach3 is not None:
-        parametric = fit.approach3.parametric()
+        parametric = fit.approach3
         return (float(parametric.loss(params, tokens)),
                 loss_interval(parametric, params, tokens), "approach3")
     if fit.approach2 is not None:

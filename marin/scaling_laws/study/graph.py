@@ -1,11 +1,12 @@
 """An IsoFLOP study as one executor graph, from raw text to checked predictions per label.
 
-    steps = isoflop_study("isoflop/compare", {"plays": StudyCorpus(...),
+    study = isoflop_study("isoflop/compare", {"plays": StudyCorpus(...),
                                                "docs": StudyCorpus(...),
                                                "mix": Mixture({"plays": 0.5, "docs": 0.5})},
                           budgets=(1e11, 3e11, 1e12), heuristic=heuristic,
                           tokenizer_vocab_size=1024, predict_budget=3e12)
-    executor_main(steps)
+    executor_main(study)                  # an IsoFlopStudy is taken as its list of steps
+    study.fit, study.predictions["mix"], study.report, study.steps
 
 The graph, every node an ``ExecutorStep`` under ``<prefix>/<name>/``:
 
@@ -32,6 +33,7 @@ fit gives the prediction a new version. Candidate runs and predictions are resum
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.step import ComputeEstimate, ExecutorStep, output_path_of
@@ -40,12 +42,12 @@ from marin.processing.tokenize.step import TokenizeConfig, tokenize
 from marin.processing.tokenize.tokenizer_training import TrainTokenizerConfig, train_tokenizer
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.scaling_laws.runs import (
-    check_train_options,
     describe,
     estimate_of,
     resources_of,
     training_config,
 )
+from marin.scaling_laws.scaling_heuristics import ScalingHeuristic
 from marin.scaling_laws.study.configs import (
     CandidateRunConfig,
     LabelPath,
@@ -74,22 +76,53 @@ from marin.scaling_laws.study.steps import (
     run_prediction,
     write_study_report,
 )
+from marin.scaling_laws.train_options import TrainOptions
 from marin.training.config import DataComponent, ValidationSet
 
-__all__ = ["FAR_TARGET", "isoflop_study"]
+__all__ = ["FAR_TARGET", "IsoFlopStudy", "isoflop_study"]
 
 FAR_TARGET = 1e21
 
 
+@dataclass(frozen=True)
+class IsoFlopStudy:
+    """An IsoFLOP study: every step of its graph and a handle on each step that matters.
+    ``executor_main``, ``Executor.run`` and ``load_study`` take it as they take its steps.
+
+    Attributes:
+        name: the study's folder under the prefix (``isoflop/compare``).
+        labels: the labels, in order (``("default",)`` for a study of one corpus).
+        metric: what the fits use (``macro_bpb``, ``<set>/loss``, ...).
+        steps: every step, dependencies first; the report last.
+        fit: the step writing every label's fits (``runs.csv``, ``fit.json``).
+        predictions: label -> the step checking its prediction at the held-out budget
+            (empty without ``predict_budget``).
+        report: the step writing ``report.md``, ``study.json`` and the plots.
+        runs: the candidate runs, in the order they were planned.
+        tokenizer: the tokenizer-training step (None with a named tokenizer).
+    """
+
+    name: str
+    labels: tuple[str, ...]
+    metric: str
+    steps: tuple[ExecutorStep, ...]
+    fit: ExecutorStep
+    report: ExecutorStep
+    predictions: Mapping[str, ExecutorStep] = field(default_factory=dict)
+    runs: tuple[ExecutorStep, ...] = ()
+    tokenizer: ExecutorStep | None = None
+
+
 def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | Mixture],
-                  budgets: Sequence[float], heuristic: Any, *, tokenizer: str = "gpt2",
+                  budgets: Sequence[float], heuristic: ScalingHeuristic, *, tokenizer: str = "gpt2",
                   tokenizer_vocab_size: int | None = None, predict_budget: float | None = None,
-                  bootstrap: int = 200, train_options: Mapping[str, Any] | None = None,
+                  bootstrap: int = 200,
+                  train_options: TrainOptions | Mapping[str, Any] | None = None,
                   eval_points: int = 4,
                   validation: Mapping[str, str] | Sequence[str] | None = None,
                   metric: str = "macro_bpb", baseline: str | None = None,
-                  replicates: int = 0) -> list[ExecutorStep]:
-    """Every step of an IsoFLOP study; the last one is the report.
+                  replicates: int = 0) -> IsoFlopStudy:
+    """An IsoFLOP study: every step (the last one is the report) and handles on them.
 
     Args:
         name: the study's name: its folder under the prefix and the stem of run names.
@@ -104,8 +137,9 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         predict_budget: a budget larger than ``budgets``, held out of the fits: each label's
             fitted optimum is trained there once and its loss checked against the prediction.
         bootstrap: resamples for the Approach 3 intervals and the compute multipliers.
-        train_options: ``TrainLmConfig`` fields for every run (``compute_dtype``,
-            ``eval_batches``, ``seed``, ...), checked by name now.
+        train_options: a ``TrainOptions`` (or a mapping of its fields), the
+            ``TrainLmConfig`` fields for every run (``compute_dtype``, ``eval_batches``,
+            ``seed``, ...), checked by name and type now.
         eval_points: evaluations per run (so the report can show the metric falling).
         validation: the named validation sets every run evaluates: set name -> corpus
             label (its validation split), or a sequence of corpus labels. Default: every
@@ -162,32 +196,39 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         corpora=tuple(LabelPath(c, data[c]) for c in labels.corpora)),
         description=f"Approach 2 and 3 fits of {len(labels.order)} label(s) over "
                     f"{len(runs)} runs, on {metric}")
-    predictions = [] if predict_budget is None else [
-        _prediction_step(name, stem, label, labels, fit, data[label], heuristic, predict_budget,
-                         options, eval_points) for label in labels.order]
+    predictions = {} if predict_budget is None else {
+        label: _prediction_step(name, stem, label, labels, fit, data[label], heuristic,
+                                predict_budget, options, eval_points)
+        for label in labels.order}
     report = ExecutorStep(f"{name}/report", write_study_report, StudyReportConfig(
         title=f"IsoFLOP study {stem}", fit_path=output_path_of(fit),
-        predictions=tuple(LabelPath(s.config.label, output_path_of(s)) for s in predictions)),
+        predictions=tuple(LabelPath(label, output_path_of(s))
+                          for label, s in predictions.items())),
         description="report.md, study.json and plots")
     first = [tokenizer_step] if tokenizer_step is not None else []
-    return [*first, *caches.values(), *train_steps, fit, *predictions, report]
+    return IsoFlopStudy(
+        name=name, labels=tuple(labels.order), metric=metric,
+        steps=(*first, *caches.values(), *train_steps, fit, *predictions.values(), report),
+        fit=fit, report=report, predictions=predictions, runs=tuple(train_steps),
+        tokenizer=tokenizer_step)
 
 
-def _options(train_options: Mapping[str, Any] | None) -> dict[str, Any]:
-    options = check_train_options(train_options)
-    if "validation" in options:
-        raise StudyInputError("train_options['validation'] is set by the study; use "
-                              "isoflop_study(validation=...) to name the validation sets")
-    return options
+def _options(train_options: TrainOptions | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The options that were set, as the mapping the run configs are built from."""
+    return TrainOptions.of(train_options).as_dict()
 
 
-def _check_study(name: str, budgets: list[float], heuristic: Any, vocab: int | None,
+def _check_study(name: str, budgets: list[float], heuristic: ScalingHeuristic, vocab: int | None,
                  predict_budget: float | None, labels: StudyLabels, baseline: str | None,
                  replicates: int) -> None:
     if not budgets:
         raise StudyInputError("isoflop_study needs at least one budget")
     if not name.strip("/"):
         raise StudyInputError("isoflop_study needs a name (the study's folder under the prefix)")
+    if not callable(getattr(heuristic, "candidates_for_budget", None)):
+        raise StudyInputError(f"heuristic={type(heuristic).__name__} is no ScalingHeuristic: "
+                              "give one with a candidates_for_budget(budget) method (e.g. "
+                              "CompletedAdamhHeuristic)")
     heuristic_vocab = getattr(heuristic, "vocab_size", None)
     if vocab is not None and heuristic_vocab is not None and heuristic_vocab < vocab:
         raise StudyInputError(f"the heuristic's vocab_size ({heuristic_vocab}) is smaller than "
@@ -204,7 +245,7 @@ def _check_study(name: str, budgets: list[float], heuristic: Any, vocab: int | N
                               "replicated candidate, 0 or more")
 
 
-def _candidates(heuristic: Any, budgets: list[float], labels: StudyLabels
+def _candidates(heuristic: ScalingHeuristic, budgets: list[float], labels: StudyLabels
                 ) -> dict[float, list[CandidateConfig]]:
     try:
         return study_candidates(heuristic, budgets)
@@ -273,7 +314,8 @@ def _candidate_step(folder: str, stem: str, label: str, group: str,
 
 
 def _prediction_step(name: str, stem: str, label: str, labels: StudyLabels, fit: ExecutorStep,
-                     data: Any, heuristic: Any, budget: float, options: dict[str, Any],
+                     data: Any, heuristic: ScalingHeuristic, budget: float,
+                     options: dict[str, Any],
                      eval_points: int) -> ExecutorStep:
     """A label's checked prediction: depends on the fit; resources and estimate are those of
     the heuristic's largest candidate at ``budget`` (the run is chosen when the fit is

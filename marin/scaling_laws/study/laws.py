@@ -2,23 +2,23 @@
 
     fit.approach2.params.exponent, fit.approach2.params.exponent_se   # N_opt = k C^a
     fit.approach3.alpha, fit.approach3.intervals["alpha"]             # L(N, D)
-    fit.approach3.parametric().loss(4e4, 1e6)                         # numpy from here on
+    fit.approach3.loss(4e4, 1e6)                                      # numpy from here on
     fit.budgets[0].optimal_tokens, fit.predictions[0].approach3.loss
 
 These import neither numpy nor scipy, so reading a study (the dashboard, the summary) stays
-light; ``scaling_fit()``, ``budget_fit()`` and ``parametric()`` give the numerical objects
-of ``marin.scaling_laws.isoflop_analysis`` and ``marin.scaling_laws.parametric``.
+light. A budget's optimum, a power law and Approach 3 are the fits' own values
+(``marin.scaling_laws.values``, named here too); the numeric methods of those import numpy
+when they are called.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+
+from marin.scaling_laws.values import Approach3, BudgetOptimum, Interval, PowerLaw
 
 __all__ = ["Approach2", "Approach3", "BudgetNotFitted", "BudgetOptimum", "ExcludedRun",
            "Optimum", "PowerLaw", "TargetPrediction"]
-
-Interval = tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -41,89 +41,12 @@ class BudgetNotFitted:
 
 
 @dataclass(frozen=True)
-class BudgetOptimum:
-    """One budget's robust parabola of loss in log tokens and its minimum."""
-
-    budget: float
-    coefficients: tuple[float, float, float]
-    optimal_tokens: float
-    optimal_tokens_interval: Interval
-    optimal_params: float
-    optimal_loss: float
-    points: int
-
-    def budget_fit(self) -> Any:
-        from marin.scaling_laws.isoflop_analysis import BudgetFit
-
-        return BudgetFit(self.budget, self.coefficients, self.optimal_tokens,
-                         self.optimal_tokens_interval, self.optimal_params, self.optimal_loss,
-                         self.points)
-
-
-@dataclass(frozen=True)
-class PowerLaw:
-    """``y = coefficient * C ** exponent`` across budgets (Approach 2)."""
-
-    exponent: float
-    coefficient: float
-    exponent_se: float
-    log_coefficient_se: float
-    quantity: str
-
-    def scaling_fit(self) -> Any:
-        from marin.scaling_laws.isoflop_analysis import ScalingFit
-
-        return ScalingFit(self.exponent, self.coefficient, self.exponent_se,
-                          self.log_coefficient_se, self.quantity)
-
-    def predict(self, budget: float) -> float:
-        return float(self.coefficient * budget ** self.exponent)
-
-    def interval(self, budget: float) -> Interval | None:
-        """The 95% interval; None without residual degrees of freedom (two budgets)."""
-        return self.scaling_fit().interval(budget) if self.exponent_se > 0 else None
-
-
-@dataclass(frozen=True)
 class Approach2:
     """N_opt, D_opt and the minimum loss as power laws of the budget."""
 
     params: PowerLaw
     tokens: PowerLaw
     loss: PowerLaw
-
-
-@dataclass(frozen=True)
-class Approach3:
-    """``L(N, D) = E + A / N^alpha + B / D^beta`` with bootstrap standard errors and 95%
-    intervals (``intervals[name]``); ``bootstrap_samples`` are rows of (E, A, B, alpha,
-    beta)."""
-
-    E: float
-    A: float
-    B: float
-    alpha: float
-    beta: float
-    objective: float
-    standard_errors: dict[str, float] = field(default_factory=dict)
-    intervals: dict[str, Interval] = field(default_factory=dict)
-    flops_coefficient: float = 6.0
-    flops_exponent: float = 1.0
-    bootstrap_samples: tuple[tuple[float, ...], ...] = ()
-
-    def parametric(self) -> Any:
-        """The ``ParametricFit`` (numpy arrays) these values describe."""
-        import numpy as np
-
-        from marin.scaling_laws.parametric import ParametricFit
-
-        samples = np.array(self.bootstrap_samples, dtype=float)
-        return ParametricFit(E=self.E, A=self.A, B=self.B, alpha=self.alpha, beta=self.beta,
-                             objective=self.objective,
-                             standard_errors=dict(self.standard_errors),
-                             bootstrap_samples=samples if samples.ndim == 2 and len(samples)
-                             else None, flops_coefficient=self.flops_coefficient,
-                             flops_exponent=self.flops_exponent)
 
 
 @dataclass(frozen=True)

@@ -12,27 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from marin.scaling_laws.study.codec import ArtifactError
+from marin.scaling_laws.codec import ArtifactError
+from marin.scaling_laws.outcome import LABEL, legacy_summary
 
-__all__ = ["legacy_fit", "legacy_outcome", "legacy_prediction"]
+__all__ = ["legacy_fit", "legacy_prediction"]
 
-LABEL = "default"
 METRIC = "loss"  # eval loss in nats (train loss when a run had no validation text)
-
-
-def legacy_outcome(d: dict[str, Any]) -> dict[str, Any]:
-    return {"run_name": d.get("run_name", ""), "group": d.get("group", ""), "label": LABEL,
-            "budget": d.get("budget"), "status": d.get("status", "ok"),
-            "reason": d.get("reason"), "hidden_dim": d.get("hidden_dim", 0),
-            "num_layers": d.get("num_layers", 0), "summary": _summary(d.get("summary")),
-            "curves": {METRIC: d.get("eval_losses") or []}}
-
-
-def _summary(s: Any) -> Any:
-    """An old summary without eval loss was fitted on its train loss."""
-    if isinstance(s, dict) and s.get("eval_loss") is None and s.get("train_loss") is not None:
-        return {**s, "eval_loss": s["train_loss"]}
-    return s
 
 
 def legacy_fit(d: dict[str, Any], where: str) -> dict[str, Any]:
@@ -68,7 +53,7 @@ def legacy_prediction(d: dict[str, Any]) -> dict[str, Any]:
                                  "size_from", "candidate", "predicted_loss",
                                  "predicted_loss_interval", "loss_from", "achieved_loss",
                                  "error_percent", "within_interval")}
-    out.update(label=LABEL, summary=_summary(d.get("summary")),
+    out.update(label=LABEL, summary=legacy_summary(d.get("summary")),
                optimum=_target(d["predicted"]) if d.get("predicted") else None,
                fit_interval=d.get("predicted_loss_interval"),
                run_name=d.get("run_name", ""), group=d.get("group", ""))

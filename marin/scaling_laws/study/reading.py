@@ -1,7 +1,7 @@
 """Reading a study's findings: ``load_study``, and the summary printed after a run.
 
-    study = load_study(executor_main(steps))          # the RunResult of a run
-    study = load_study(steps, "local_store")          # the steps and their prefix
+    study = load_study(executor_main(study))          # the RunResult of a run
+    study = load_study(study, "local_store")          # the IsoFlopStudy and its prefix
     study = load_study("local_store/isoflop-tiny")    # a study's folder (or its report's)
     study.labels, study.fits["plays"].approach2.params.exponent
     study.predictions["plays"].within_interval, study.comparisons[0].compute_multiplier
@@ -26,12 +26,13 @@ from marin.scaling_laws.study.artifacts import (
     StudyResult,
     read_result,
 )
-from marin.scaling_laws.study.steps import (
-    fit_study,
-    run_prediction,
-    study_result,
-    write_study_report,
+from marin.scaling_laws.study.configs import (
+    PredictionConfig,
+    StudyFitConfig,
+    StudyReportConfig,
 )
+from marin.scaling_laws.study.graph import IsoFlopStudy
+from marin.scaling_laws.study.steps import study_result
 from marin.storage.files import exists, glob, join_url
 
 if TYPE_CHECKING:
@@ -52,23 +53,34 @@ class StudyOutputs:
     predictions: dict[str, str] = field(default_factory=dict)
 
 
-def study_outputs(graph: StepGraph) -> StudyOutputs:
-    """The output folders of a study's ``fit``, ``prediction`` and ``report`` steps."""
+def study_outputs(graph: StepGraph, study: IsoFlopStudy | None = None) -> StudyOutputs:
+    """The output folders of a study's ``fit``, ``prediction`` and ``report`` steps:
+    ``study``'s handles placed in ``graph``, or (a graph of bare steps) the steps whose
+    configs are a study's fit, prediction and report configs."""
+    if study is not None:
+        return StudyOutputs(graph.node_of(study.fit).output_path,
+                            graph.node_of(study.report).output_path,
+                            study.report.config.title,
+                            {label: graph.node_of(s).output_path
+                             for label, s in study.predictions.items()})
     fit = report = None
     title, predictions = "", {}
     for node in graph.nodes:
-        if node.step.fn is fit_study:
+        config = node.step.config
+        if isinstance(config, StudyFitConfig):
             fit = node.output_path
-        elif node.step.fn is write_study_report:
-            report, title = node.output_path, node.step.config.title
-        elif node.step.fn is run_prediction:
-            predictions[node.step.config.label] = node.output_path
+        elif isinstance(config, StudyReportConfig):
+            report, title = node.output_path, config.title
+        elif isinstance(config, PredictionConfig):
+            predictions[config.label] = node.output_path
     return StudyOutputs(fit, report, title, predictions)
 
 
-def load_study(source: Any, prefix: str | None = None) -> StudyResult:
-    """A study's ``StudyResult`` from a ``RunResult``, from its steps and prefix, or from
-    its folder; a study not fitted yet is a one-line ``ArtifactError``."""
+def load_study(source: IsoFlopStudy | RunResult | Plan | str | Sequence[Any],
+               prefix: str | None = None) -> StudyResult:
+    """A study's ``StudyResult`` from an ``IsoFlopStudy`` (or its steps) and the prefix it
+    ran under, from a ``RunResult`` or ``Plan``, or from its folder; a study not fitted yet
+    is a one-line ``ArtifactError``."""
     from marin.execution.executor import Executor, RunResult
     from marin.execution.planning import Plan
 
@@ -78,15 +90,18 @@ def load_study(source: Any, prefix: str | None = None) -> StudyResult:
         return _from_outputs(study_outputs(source.graph))
     if isinstance(source, str):
         if prefix is not None:
-            raise TypeError("load_study(path) takes no prefix; load_study(steps, prefix) "
-                            "takes steps")
+            raise TypeError("load_study(path) takes no prefix; load_study(study, prefix) "
+                            "takes the study that isoflop_study returned")
         return _from_folder(source)
-    if isinstance(source, Sequence):
+    if isinstance(source, IsoFlopStudy | Sequence):
         if prefix is None:
-            raise TypeError("load_study(steps, prefix): give the prefix the steps ran under")
+            raise TypeError("load_study(study, prefix): give the prefix the study ran under")
+        if isinstance(source, IsoFlopStudy):
+            graph = Executor(prefix).graph(source.steps)
+            return _from_outputs(study_outputs(graph, source))
         return _from_outputs(study_outputs(Executor(prefix).graph(list(source))))
-    raise TypeError(f"load_study takes a RunResult, steps and a prefix, or a folder; got "
-                    f"{type(source).__name__}")
+    raise TypeError(f"load_study takes an IsoFlopStudy and a prefix, a RunResult, or a "
+                    f"folder; got {type(source).__name__}")
 
 
 def _from_outputs(out: StudyOutputs) -> StudyResult:

@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.artifacts import RESULT, Prediction, StudyFit, StudyResult
 from marin.scaling_laws.study.summary import (
     comparison_line,
@@ -138,8 +139,9 @@ def _label_section(result: StudyResult, label: str, named: bool) -> list[str]:
             f"| run | budget | hidden | layers | params | tokens | {result.metric} "
             "(first -> final) | status |", "|---|---|---|---|---|---|---|---|"]
     for r in result.runs_of(label):
-        status = r.status if r.status == "ok" else f"**excluded: {r.status}**"
-        if r.replicate_of and r.status == "ok":
+        ok = r.status == RunStatus.OK
+        status = r.status if ok else f"**excluded: {r.status}**"
+        if r.replicate_of and ok:
             status = f"seed replicate of {r.replicate_of}"
         out.append(f"| {r.run} | {fmt(r.budget)} | {r.hidden_dim or '-'} | "
                    f"{r.num_layers or '-'} | {fmt(r.params)} | {fmt(r.tokens)} | "

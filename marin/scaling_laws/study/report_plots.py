@@ -14,15 +14,6 @@ from marin.scaling_laws.study.artifacts import StudyResult
 __all__ = ["draw_plots"]
 
 
-def _analysis(fit: Any) -> Any:
-    from marin.scaling_laws.isoflop_analysis import IsoFlopAnalysis
-
-    a2 = fit.approach2
-    return IsoFlopAnalysis(budgets=[b.budget_fit() for b in fit.budgets],
-                           params_fit=a2.params.scaling_fit() if a2 else None,
-                           tokens_fit=a2.tokens.scaling_fit() if a2 else None)
-
-
 def draw_plots(result: StudyResult, folder: str, target: float | None = None) -> list[str]:
     """The plots into ``folder``; their stems. The scaling plot extrapolates to ``target``
     (default: the held-out budget)."""
@@ -30,16 +21,15 @@ def draw_plots(result: StudyResult, folder: str, target: float | None = None) ->
     from marin.scaling_laws.study.fitting import clean_rows
 
     named = len(result.labels) > 1
-    analyses = {label: _analysis(result.fits[label]) for label in result.labels}
-    curves = {label if named else None: (analyses[label], [r.record() for r in
-                                                          clean_rows(result.runs_of(label))[0]])
-              for label in result.labels if analyses[label].budgets}
+    fits = {label: result.fits[label] for label in result.labels}
+    curves = {label if named else None: (fit.budgets, clean_rows(result.runs_of(label))[0])
+              for label, fit in fits.items() if fit.budgets}
     made = []
     if curves:
         write_isoflop_overlay(curves, os.path.join(folder, "isoflops"), result.metric)
         made.append("isoflops")
-    laws = {label if named else None: analyses[label] for label in result.labels
-            if analyses[label].params_fit is not None}
+    laws = {label if named else None: (fit.budgets, fit.approach2.params, fit.approach2.tokens)
+            for label, fit in fits.items() if fit.approach2 is not None}
     if laws:
         budgets = {p.budget for p in result.predictions.values()}
         target = target or (max(budgets) if budgets else None)
@@ -70,10 +60,9 @@ def _prediction_plot(result: StudyResult, checked: dict[str, Any], stem: str) ->
         c = p.candidate
         a3 = result.fits[label].approach3
         if a3 is not None:
-            parametric = a3.parametric()
             grid = np.geomspace(c.params / 8, c.params * 8, 100)
             # a fixed budget: D scales as 1 / N (C ~ 6 N D)
-            curve = parametric.loss(grid, c.tokens * c.params / grid)
+            curve = a3.loss(grid, c.tokens * c.params / grid)
             ax.plot(grid, curve, label=f"{label}: Approach 3 at this budget")
             page.add_trace(go.Scatter(x=grid, y=curve, mode="lines",
                                       name=f"{label}: Approach 3"))

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from marin.execution.errors import one_line
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.artifacts import (
     FIT,
     OUTCOME,
@@ -59,7 +60,7 @@ logger = logging.getLogger("marin.scaling_laws")
 
 # -- a candidate -----------------------------------------------------------------------------
 
-def _train(train_config: Any) -> tuple[RunSummary | None, str, str | None]:
+def _train(train_config: Any) -> tuple[RunSummary | None, RunStatus, str | None]:
     """Train; returns (summary, status, reason) with status ``ok``, ``diverged``,
     ``out_of_memory`` or ``invalid_config``."""
     from marin.training.config import (
@@ -70,10 +71,11 @@ def _train(train_config: Any) -> tuple[RunSummary | None, str, str | None]:
     from marin.training.trainer import train_lm
 
     try:
-        return train_lm(train_config), "ok", None
+        return train_lm(train_config), RunStatus.OK, None
     except (TrainingDivergedError, TrainingOutOfMemoryError, TrainingConfigError) as e:
-        status = ("diverged" if isinstance(e, TrainingDivergedError) else "out_of_memory"
-                  if isinstance(e, TrainingOutOfMemoryError) else "invalid_config")
+        status = (RunStatus.DIVERGED if isinstance(e, TrainingDivergedError)
+                  else RunStatus.OUT_OF_MEMORY if isinstance(e, TrainingOutOfMemoryError)
+                  else RunStatus.INVALID_CONFIG)
         reason = one_line(e)
         logger.warning("run %s: %s (%s); it is excluded from the fit", train_config.output_path,
                        status, reason)
@@ -190,7 +192,7 @@ def run_prediction(config: PredictionConfig) -> Prediction:
     holdout = fit.holdout if fit.holdout is not None and fit.holdout.budget == config.budget \
         else predict_at(fit, config.budget)
     out = Prediction(label=config.label, budget=config.budget, run_name=config.run_name,
-                     group=config.group, status="not_predicted", optimum=holdout)
+                     group=config.group, status=RunStatus.NOT_PREDICTED, optimum=holdout)
     best = holdout.best
     if best is None:
         out = replace(out, reason="neither fit succeeded; see fit.json")

@@ -1,10 +1,12 @@
-"""A study's table of runs, ``runs.csv``: ``RunRow`` and its columns.
+"""Tables of runs (a study's ``runs.csv``, any results table) as ``RunRow``s, by column.
 
     row = row_from_columns({"params": "4e4", "tokens": "1e6", "loss": "3.2"}, "t.csv", "row 1")
     text = rows_csv([row])
 
-``marin.scaling_laws.study.artifacts`` reads and writes the file; ``marin scaling fit``
-reads any results table through ``row_from_columns`` too, so both apply one schema.
+A study's fit step writes the file (``marin.scaling_laws.study.artifacts``); it and the
+readers of results tables (``marin.scaling_laws.results``) read rows through
+``row_from_columns``, so both apply one schema. A bad value raises ``ArtifactError`` naming
+the file and row.
 """
 
 from __future__ import annotations
@@ -13,39 +15,12 @@ import csv
 import io
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from marin.scaling_laws.study.codec import ArtifactError
+from marin.scaling_laws.codec import ArtifactError
+from marin.scaling_laws.values import RunRow
 
-__all__ = ["RunRow", "row_from_columns", "rows_csv"]
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """A run as the fits read it (a row of ``runs.csv``); ``loss`` is the study's metric."""
-
-    run: str
-    budget: float | None
-    params: float
-    tokens: float
-    flops: float
-    loss: float
-    status: str = "ok"
-    reason: str | None = None
-    label: str = "default"
-    group: str = ""
-    seed: int = 0
-    replicate_of: str | None = None
-    hidden_dim: int | None = None
-    num_layers: int | None = None
-    train_loss: float | None = None
-    first_eval_loss: float | None = None
-
-    def record(self) -> Any:
-        from marin.scaling_laws.isoflop_analysis import RunRecord
-
-        return RunRecord(self.params, self.tokens, self.flops, self.loss, self.budget)
+__all__ = ["row_from_columns", "rows_csv"]
 
 
 _COLUMNS = ("run", "group", "label", "budget", "seed", "replicate_of", "hidden_dim",

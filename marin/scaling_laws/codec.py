@@ -1,30 +1,37 @@
-"""JSON for the study's frozen dataclasses, driven by their type hints.
+"""JSON for the scaling laws' frozen dataclasses, driven by their type hints, and the
+versioned files made of them.
 
-    data = encode(fit)                       # dataclasses, tuples, dicts, floats (NaN too)
+    data = encode(fit)                       # dataclasses, tuples, dicts, enums, floats (NaN too)
     fit = decode(StudyFit, data, "fit.json")  # the same value back; bad data: ArtifactError
+    outcome = RunOutcome.from_json(read_json(path), where=path)   # an Artifact: checked
 
 A class with its own ``to_json``/``from_json`` (``RunSummary``, the calibration and
 comparison results) is written and read through them. Floats that are not finite are
 written as the strings ``"nan"``, ``"inf"`` and ``"-inf"``, so every file is strict JSON.
 
 Design note: one codec for every artifact keeps the field names of a file and of its class
-the same by construction; a renamed field is a new format version, handled in
-``artifacts``.
+the same by construction; a renamed field is a new format version (``Artifact.OLDER``,
+``_previous``), handled by the artifact's own class.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 import sys
 import types
 import typing
 from collections.abc import Mapping
+from enum import Enum
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
-__all__ = ["ArtifactError", "decode", "decode_fields", "encode", "encode_fields"]
+from marin.storage.files import open_url
+
+__all__ = ["Artifact", "ArtifactError", "decode", "decode_fields", "encode", "encode_fields",
+           "read_json"]
 
 
 class ArtifactError(ValueError):
@@ -40,6 +47,8 @@ def encode(value: Any) -> Any:
         return {str(k): encode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]
+    if isinstance(value, Enum):  # a RunStatus: its string
+        return value.value
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if hasattr(value, "tolist"):  # a numpy scalar or array
@@ -119,6 +128,12 @@ def _decode(cls: Any, data: Any, where: str) -> Any:
         if not isinstance(data, bool):
             raise ArtifactError(f"{where}: expected true or false, got {data!r}")
         return data
+    if isinstance(cls, type) and issubclass(cls, Enum):
+        try:
+            return cls(data)
+        except ValueError:
+            raise ArtifactError(f"{where}: {data!r} is no {cls.__name__}; expected one of "
+                                f"{', '.join(m.value for m in cls)}") from None
     if cls is str:
         if not isinstance(data, str):
             raise ArtifactError(f"{where}: expected a string, got {data!r}")
@@ -158,3 +173,50 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def _name(cls: Any) -> str:
     return getattr(cls, "__name__", str(cls))
+
+
+class Artifact:
+    """``to_json``/``from_json`` with the format and version checked."""
+
+    FORMAT: ClassVar[str]
+    VERSION: ClassVar[int]
+    OLDER: ClassVar[tuple[int, ...]] = ()  # earlier versions that read as this one
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": self.FORMAT, "version": self.VERSION, **encode_fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "data"):
+        if not isinstance(data, dict):
+            raise ArtifactError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        if "format" not in data:
+            return cls._previous(data, where)
+        if data["format"] != cls.FORMAT or data.get("version") not in (cls.VERSION,
+                                                                       *cls.OLDER):
+            older = (f" (version {', '.join(map(str, cls.OLDER))} still reads)"
+                     if cls.OLDER else "")
+            raise ArtifactError(
+                f"{where} is of format {data['format']!r} version {data.get('version')!r}; "
+                f"a {cls.__name__} is {cls.FORMAT!r} version {cls.VERSION}{older}: use the "
+                "marin that wrote it, or rerun the step")
+        return decode_fields(cls, {k: v for k, v in data.items()
+                                   if k not in ("format", "version")}, where)
+
+    @classmethod
+    def _previous(cls, data: dict[str, Any], where: str):
+        raise ArtifactError(f"{where} has no format; it is not a {cls.__name__} "
+                            f"({cls.FORMAT!r} version {cls.VERSION})")
+
+
+def read_json(path: str) -> Any:
+    """The JSON file at ``path``; None where there is none; not JSON: ``ArtifactError``."""
+    try:
+        with open_url(path, "r") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ArtifactError(f"{path} is not valid JSON ({e}); the step that wrote it did "
+                            "not finish: rerun it") from None

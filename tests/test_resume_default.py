@@ -29,9 +29,9 @@ from marin.processing.tokenize import TokenizeConfig, tokenize
 from marin.processing.tokenize.ledger import read_ledger
 from marin.training import train_lm
 from tests.conftest import ROOT
-from tests.helpers.corpus import plays
 from tests.fixtures import plain_training
 from tests.fixtures.plain_training import KILL_AFTER, STEPS, training_config
+from tests.helpers.corpus import plays
 from tests.helpers.processes import marin_command
 
 pytestmark = pytest.mark.slow

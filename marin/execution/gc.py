@@ -7,9 +7,10 @@
     run = run_gc(prefix, Retention(), older_than=0, yes=True)   # all of it, in one call
 
 What goes: attempt folders of steps with no live lease (but the attempt whose checkpoints
-a resume would continue from, and the one a commit cut short puts in place), orbax's temporary folders of saves cut short, checkpoint
-folders that were written but never published (an attempt that lost its lease), and step
-outputs that no kept invocation (``marin.execution.gc_retention``) and no pin references.
+a resume would continue from, and the one a commit cut short puts in place), orbax's
+temporary folders of saves cut short, checkpoint folders that were written but never
+published (an attempt that lost its lease), and step outputs that no kept invocation
+(``marin.execution.gc_retention``) and no pin references.
 Nothing modified in the last ``older_than`` seconds goes (24 hours unless told: a grace
 period, as git's reflog gives). A step whose lease is live is never touched, and each is
 checked again right before its files go: an output's status goes first, so a reader never

@@ -63,7 +63,7 @@ def _notes(scan: Scan) -> list[str]:
     """One line for each part of the prefix gc leaves alone, and why."""
     notes = [f"left alone {n}: a prefix of its own (it holds .marin/); run marin gc "
              f"--prefix {n} for it" for n in scan.nested]
-    notes += [f"kept every step output: the invocation record {r} is unreadable, so gc "
+    notes += [f"kept every step output: the record {r} is unreadable, so gc "
               "cannot tell what it names; delete or repair it" for r in scan.unreadable]
     return notes
 

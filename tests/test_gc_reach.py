@@ -60,9 +60,10 @@ def _run(prefix: str, steps: list[ExecutorStep], experiment: str = "exp.py"):
     return Executor(prefix, max_concurrent=1).run(steps, experiment=experiment)
 
 
-def _marin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "marin.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
+def _marin(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
+    return subprocess.run([sys.executable, "-m", "marin.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, env=env)
 
 
 def _gc(prefix: str, *extra: str) -> dict:
@@ -197,7 +198,7 @@ def test_an_unreadable_invocation_record_keeps_everything(tmp_path: Path):
     assert dry.returncode == 0, dry.stderr
     assert "would delete 0 item(s)" in dry.stdout
     assert [line for line in dry.stdout.splitlines() if "unreadable" in line] == [
-        f"kept every step output: the invocation record {latest} is unreadable, so gc "
+        f"kept every step output: the record {latest} is unreadable, so gc "
         "cannot tell what it names; delete or repair it"]
     refused = _marin("gc", "--prefix", str(prefix), "--older-than", "0", "--yes")
     assert refused.returncode == 2
@@ -206,6 +207,50 @@ def test_an_unreadable_invocation_record_keeps_everything(tmp_path: Path):
     assert _files(prefix) == before
     du = json.loads(_marin("du", "--prefix", str(prefix), "--json").stdout)
     assert du["gc_frees"] == 0
+
+
+def test_a_pin_file_that_names_no_key_keeps_everything(tmp_path: Path):
+    prefix = tmp_path / "p"
+    old, _ = _versions(prefix)
+    damaged = prefix / ".marin" / "pins" / "damaged"
+    damaged.parent.mkdir(parents=True, exist_ok=True)
+    damaged.write_bytes(b"\xff\xfe")  # it may have pinned the old version: gc cannot tell
+    before = _files(prefix)
+    dry = _marin("gc", "--prefix", str(prefix), "--older-than", "0")
+    assert dry.returncode == 0 and "would delete 0 item(s)" in dry.stdout, dry.stdout
+    assert f"the record {damaged} is unreadable" in dry.stdout
+    refused = _marin("gc", "--prefix", str(prefix), "--older-than", "0", "--yes")
+    assert refused.returncode == 2 and str(damaged) in refused.stderr, refused.stderr
+    assert _files(prefix) == before and old.exists()
+
+
+def test_a_pin_and_its_prefix_spelled_differently_name_one_output(tmp_path: Path):
+    prefix = tmp_path / "p"
+    old, _ = _versions(prefix)
+    key = str(old.relative_to(prefix))
+    absolute = f"{prefix}/{key.replace('/', '//')}/"  # the key as a path, the prefix relative
+    pinned = _marin("pin", absolute, "--prefix", "./p/", cwd=tmp_path)
+    assert pinned.returncode == 0, pinned.stderr
+    assert _marin("pin", "--list", "--prefix", str(prefix)).stdout.split() == [key]
+    assert _gc(str(prefix), "--yes")["candidates"] == [] and old.exists()
+    assert _marin("unpin", f"p/{key}", "--prefix", str(prefix), cwd=tmp_path).returncode == 0
+    assert [c["step"] for c in _gc(str(prefix))["candidates"]] == [key]
+
+
+def test_keep_names_a_script_however_its_path_is_typed(tmp_path: Path):
+    prefix, script = tmp_path / "p", tmp_path / "exp.py"
+    script.write_text("# an experiment file\n")
+    for version in (1, 2):
+        step = ExecutorStep("exp/a", _write, Cfg(this_output_path(), version))
+        assert _run(str(prefix), [step], experiment=str(script)).ok
+    other = ExecutorStep("other/b", _write, Cfg(this_output_path()))
+    assert _run(str(prefix), [other], experiment="other.py").ok
+    for typed in ("./exp.py", "exp.py", str(script)):
+        done = _marin("gc", "--prefix", str(prefix), "--older-than", "0", "--json", "--keep",
+                      typed, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        steps = {c["step"].split("-")[0] for c in json.loads(done.stdout)["candidates"]}
+        assert steps == {"exp/a", "other/b"}, (typed, steps)  # the old a, and all of other
 
 
 def _attempts(output: Path) -> list[str]:

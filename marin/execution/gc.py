@@ -232,7 +232,7 @@ def run_gc(prefix: str, rule: Retention, older_than: float | None = GRACE_SECOND
            yes: bool = False, wait: float = 60.0, scan: Scan | None = None) -> GcRun:
     """gc of ``prefix``: a dry run (of ``scan`` when given), or with ``yes`` the deletes,
     under the prefix's gc lease (``GcRefused`` when another gc holds it, an executor keeps
-    planning, or an invocation record is unreadable)."""
+    planning, or an invocation record or a pin is unreadable)."""
     if not yes:
         return GcRun(collect(scan or scan_prefix(prefix), rule, older_than), [])
     lease = take_prefix_for_gc(prefix, get_storage(prefix), f"gc-{uuid.uuid4().hex[:8]}",
@@ -240,7 +240,7 @@ def run_gc(prefix: str, rule: Retention, older_than: float | None = GRACE_SECOND
     try:  # read under the lease: executors may have recorded runs since any earlier scan
         scan = scan_prefix(prefix)
         if scan.unreadable:
-            raise GcRefused(f"the invocation record {scan.unreadable[0]} is unreadable, so "
+            raise GcRefused(f"the record {scan.unreadable[0]} is unreadable, so "
                             "gc cannot tell what it names; delete or repair it, then run gc "
                             "--yes again")
         return delete(scan, collect(scan, rule, older_than))

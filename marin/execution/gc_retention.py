@@ -20,6 +20,8 @@ typed and the names of its steps, as those records always did.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -58,8 +60,17 @@ def _names(inv: Invocation) -> set[str | None]:
     return {inv.record.experiment, inv.record.name, inv.record.script}
 
 
+def _spellings(keep: str) -> set[str]:
+    """``keep`` and, where it is a file here, its resolved path: ``./train.py`` names the
+    script that the records hold as ``/abs/train.py``."""
+    with contextlib.suppress(OSError):
+        if os.path.isfile(keep):
+            return {keep, os.path.realpath(keep)}
+    return {keep}
+
+
 def _named(inv: Invocation, keep: tuple[str, ...]) -> bool:
-    return bool(_names(inv) & set(keep))
+    return any(_names(inv) & _spellings(k) for k in keep)
 
 
 def unknown_keeps(invocations: Iterable[Invocation], keep: Iterable[str]) -> list[str]:
@@ -67,7 +78,7 @@ def unknown_keeps(invocations: Iterable[Invocation], keep: Iterable[str]) -> lis
     known: set[str | None] = set()
     for inv in invocations:
         known |= _names(inv) | {inv.id}
-    return [k for k in keep if k not in known]
+    return [k for k in keep if not _spellings(k) & known]
 
 
 def retained(invocations: Iterable[Invocation], rule: Retention

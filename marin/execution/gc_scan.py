@@ -148,7 +148,8 @@ class Scan:
     nested: list[str] = field(default_factory=list)
     """Nested prefixes (``nested_prefixes``), left alone with all they hold."""
     unreadable: list[str] = field(default_factory=list)
-    """Invocation records that cannot be read: while any is there, every output is kept."""
+    """Invocation records and pins that cannot be read: while any is there, every output is
+    kept (it may name any)."""
     copies: frozenset[str] = frozenset()
     """Folders holding executor-named entries that are no output (``is_output``): parts of
     the output around them, kept with it and never cleaned as its leftovers."""
@@ -215,12 +216,28 @@ def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) 
     if not read:
         return Scan(prefix, outputs, [], set(), {}, left_alone, copies=copies)
     read_records(storage, prefix, list(outputs.values()), (LEASE_FILE,))
-    pins = storage.read_many(confined(prefix, pin_files))
-    return Scan(prefix, outputs, invocations,
-                {k for b in pins
-                 if b and (k := step_key(b.data.decode(errors="replace").strip()))},
+    pins, damaged = _read_pins(storage, confined(prefix, pin_files))
+    return Scan(prefix, outputs, invocations, pins,
                 _read_markers(storage, confined(prefix, marker_files)), left_alone,
-                unreadable, copies)
+                unreadable + damaged, copies)
+
+
+def _read_pins(storage: Storage, paths: list[str]) -> tuple[set[str], list[str]]:
+    """The keys the pin files ``paths`` name, and the path of each that names none (not
+    text, or no key): such a pin may have protected any output."""
+    keys, damaged = set(), []
+    for path, blob in zip(paths, storage.read_many(paths), strict=True):
+        if blob is None:
+            continue  # removed since the listing: unpinned
+        try:
+            key = step_key(blob.data.decode().strip())
+        except UnicodeDecodeError:
+            key = None
+        if key is None:
+            damaged.append(path)
+        else:
+            keys.add(key)
+    return keys, damaged
 
 
 def _outputs(storage: Storage, prefix: str, holders: list[str], files: set[str],

@@ -11,6 +11,7 @@ pin ``pin --list`` shows is the one gc matches; a pin to no step output is refus
 
 from __future__ import annotations
 
+import os
 from urllib.parse import quote
 
 from marin.execution.gc_reach import info_of, is_output, prefix_of, step_key
@@ -30,9 +31,16 @@ def _path(prefix: str, key: str) -> str:
 
 
 def _key(prefix: str, text: str) -> str | None:
-    """The step key ``text`` names: a key, or the output's path under ``prefix``."""
+    """The step key ``text`` names: a key, or the output's path under ``prefix`` (on a
+    local disk however either is spelled: ``/abs/P/exp/a-1`` with ``--prefix ./P``)."""
     path = prefix_of(text)
-    return step_key(path[len(prefix) + 1:] if path.startswith(prefix + "/") else text)
+    if "://" not in prefix and "://" not in path:
+        base, full = os.path.abspath(prefix), os.path.abspath(path)
+        if full.startswith(base + os.sep):
+            return step_key(full[len(base) + 1:])
+    elif path.startswith(prefix + "/"):
+        return step_key(path[len(prefix) + 1:])
+    return step_key(text)
 
 
 def pin(prefix: str, key: str) -> None:

@@ -207,6 +207,9 @@ def test_names_that_are_not_utf8_are_shown_escaped_and_their_links_work(ran):
     odd_step = os.path.join(os.fsencode(prefix), b"data", b"wo\xffrds-1234abcd")
     os.mkdir(odd_step)
     os.link(os.path.join(out, b".executor_status"), os.path.join(odd_step, b".executor_status"))
+    info = json.loads(Path(os.fsdecode(os.path.join(out, b".executor_info"))).read_text())
+    info["key"] = os.fsdecode(b"data/wo\xffrds-1234abcd")  # the key the folder's name says
+    Path(os.fsdecode(os.path.join(odd_step, b".executor_info"))).write_text(json.dumps(info))
     with running_dashboard(str(prefix)) as url:
         pages = {p: get(url + p) for p in (f"/steps/{keys['data/words']}", "/storage",
                                             "/experiments/all", "/")}

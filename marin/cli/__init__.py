@@ -378,6 +378,3 @@ def run() -> None:
         os._exit(128 + 13)
     sys.exit(code)
 
-
-if __name__ == "__main__":
-    run()

@@ -24,20 +24,6 @@ class ServeError(Exception):
     """The server cannot start; the message names the setting and the fix."""
 
 
-def port_number(text: str) -> int:
-    """``--port``'s value: a TCP port, 0 to 65535 (0: any free port)."""
-    import argparse
-
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is no TCP port: give 0 to 65535 (0 picks "
-                                         "a free one)")
-    return port
-
-
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -105,24 +91,4 @@ def serve(config: DashboardConfig, announce=print) -> None:
         server.run(sockets=[sock])
     finally:
         sock.close()
-
-
-def main(prefix: str | None, host: str, port: int, token: str | None) -> int:
-    """The body of ``marin dashboard``; returns the exit status. Without ``prefix``, the
-    executor's default prefix ($MARIN_PREFIX, else ./local_store)."""
-    from rich.console import Console
-
-    from marin.execution.executor_main import resolve_prefix
-
-    err = Console(stderr=True)
-    prefix = resolve_prefix(prefix)
-    try:
-        serve(DashboardConfig(prefix=prefix, host=host, port=port, token=token),
-              announce=lambda line: print(line, flush=True))
-    except ServeError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        return 2
-    except KeyboardInterrupt:
-        pass
-    return 0
 

@@ -7,8 +7,8 @@
 Submodules: ``hf`` (the export), ``llama`` (config and tensor mapping), ``tokenizer``
 (tokenizer.json), ``run`` (reading a training step's output), ``folder`` (an output folder
 that appears whole), ``protected`` (the folders an export may never touch: step outputs,
-attempts, a prefix's records), ``commands`` (``marin export``). Names are imported on first
-use, so importing the package loads no JAX.
+attempts, a prefix's records); ``marin export`` is ``marin.cli.export``. Names are imported
+on first use, so importing the package loads no JAX.
 """
 
 from __future__ import annotations

@@ -280,3 +280,17 @@ class ProportionalDepthHeuristic(CompletedAdamhHeuristic):
 
 #: Marin's spelling of the same class
 CompletedAdamHHeuristic = CompletedAdamhHeuristic
+
+
+def load_heuristic(name: str, vocab_size: int | None = None, seq_len: int | None = None,
+                   hardware: str | None = None) -> ScalingHeuristic:
+    """The ``marin.scaling_heuristics`` plugin ``name``, made with the options given (those
+    left None take the heuristic's defaults). A heuristic that takes none of them: a
+    ``ValueError`` naming them."""
+    cls = registry.load("scaling_heuristics", name)
+    options = {k: v for k, v in (("vocab_size", vocab_size), ("seq_len", seq_len),
+                                 ("hardware", hardware)) if v is not None}
+    try:
+        return cls(**options)
+    except TypeError as e:
+        raise ValueError(f"heuristic {name!r} does not accept {sorted(options)}: {e}") from e

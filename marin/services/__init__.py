@@ -6,9 +6,11 @@
     from marin.services.kv_service.client import KVClient
     kv = KVClient.connect("iris://marin?endpoint=/system/kv")
 
-Packages by the service they serve: ``log_service`` (writer, handler, store, reader,
-``marin logs``) and ``kv_service`` (client, store, live step states). Shared at the top:
-``server`` (the gRPC servers), ``serve`` (one service's process), ``channel``/``codec``
-(transport), ``endpoints`` (a cluster's endpoint registry), ``resolve`` (URL resolvers),
-``manage`` (up/status/down), ``cli`` (the commands). See docs/services.md.
+Packages by the service they serve: ``log_service`` (writer, handler, store, reader) and
+``kv_service`` (client, store, live step states). Shared at the top: ``server`` (the gRPC
+servers), ``serve`` (one service's process), ``channel``/``codec`` (transport),
+``endpoints`` (a cluster's endpoint registry), ``resolve`` (URL resolvers), ``manage``
+(up/status/down), ``errors`` (what each error means to a caller). The commands
+(``marin services``, ``kv``, ``status``, ``logs``) live in ``marin.cli``. See
+docs/services.md.
 """

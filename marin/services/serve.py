@@ -4,7 +4,9 @@
     marin services serve kv --port 7001 --data /var/marin/kv      # the same, from the CLI
 
 ``marin services up`` starts each service this way, detached. The arguments live here,
-beside the entry point, so that the server module needs nothing of the command line.
+beside the process's entry point (``marin services serve`` adds the same ones), so that
+the server module needs nothing of the command line. A service that cannot start (a bad
+setting, no token off loopback) says why in one line on stderr and exits 2.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ import argparse
 import os
 import sys
 
-from marin.services.cli_support import wrap
-
-__all__ = ["add_serve_arguments", "main", "serve_parser"]
+__all__ = ["add_serve_arguments", "main", "serve_parser", "service_config"]
 
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -36,7 +36,6 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> argparse.ArgumentPars
                        "the service, not of the machine")
     serve.add_argument("--max-batch-entries", type=int, default=100_000)
     serve.add_argument("--max-message-bytes", type=int, default=16 << 20)
-    serve.set_defaults(handler=_serve)
     return serve
 
 
@@ -44,25 +43,33 @@ def serve_parser() -> argparse.ArgumentParser:
     return add_serve_arguments(argparse.ArgumentParser(prog="python -m marin.services.serve"))
 
 
-@wrap
-def _serve(args: argparse.Namespace) -> int:
+def service_config(args: argparse.Namespace):
+    """The ``ServiceConfig`` that the arguments of ``add_serve_arguments`` name."""
     from marin.services.endpoints import TOKEN_ENV, read_token_file
-    from marin.services.server import ServiceConfig, serve_forever
+    from marin.services.server import ServiceConfig
 
     token = read_token_file(args.token_file) if args.token_file else \
         os.environ.get(TOKEN_ENV) or None
-    config = ServiceConfig(kind=args.kind, data=args.data, host=args.host, port=args.port,
-                           cluster=args.cluster, clusters_root=args.clusters, token=token,
-                           advertise=args.advertise, retention_days=args.retention_days,
-                           synchronous=args.synchronous,
-                           max_batch_entries=args.max_batch_entries,
-                           max_message_bytes=args.max_message_bytes)
-    return serve_forever(config)
+    return ServiceConfig(kind=args.kind, data=args.data, host=args.host, port=args.port,
+                         cluster=args.cluster, clusters_root=args.clusters, token=token,
+                         advertise=args.advertise, retention_days=args.retention_days,
+                         synchronous=args.synchronous, max_batch_entries=args.max_batch_entries,
+                         max_message_bytes=args.max_message_bytes)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Serve until stopped; a service that cannot start: one line on stderr, exit 2 (a
+    setting and its fix) or 1 (``marin.services.errors``)."""
+    from marin.services.errors import exit_statuses
+    from marin.services.server import serve_forever
+
     args = serve_parser().parse_args(argv)
-    return args.handler(args, [])
+    statuses = exit_statuses()
+    try:
+        return serve_forever(service_config(args))
+    except tuple(t for types, _ in statuses for t in types) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return next(status for types, status in statuses if isinstance(e, types))
 
 
 if __name__ == "__main__":

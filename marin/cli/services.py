@@ -1,44 +1,35 @@
-"""The ``marin services``, ``marin logs``, ``marin kv`` and ``marin status`` commands.
+"""The ``marin services``, ``marin kv`` and ``marin status`` commands.
 
     marin services up --cluster marin          # logger + KV, each its own process
     marin services status --json
     marin services serve logger --port 7000 --data /var/marin/logger
-    marin logs tail --follow --run r1 --level WARNING --grep nan
-    marin logs query --since 1h --json
     marin kv put config/lr 3e-4 && marin kv get config/lr && marin kv list config/
     marin status                               # live step states of every executor
     marin services down
 
-The ``marin logs`` handlers live in ``log_service.commands``, ``marin services serve`` in
-``serve``, what the commands share in ``cli_support``.
+``marin logs`` lives in ``marin.cli.logs``; ``marin services serve`` takes the arguments of
+``python -m marin.services.serve`` (``marin.services.serve``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from typing import Any
 
-from rich.console import Console
-
-from marin.services.cli_support import (
-    CLUSTER_ENV,
-    cluster,
-    cluster_args,
-    fail,
-    print_rows,
-    wrap,
-)
-from marin.services.log_service.commands import log_filters, logs_query, logs_tail
+from marin.cli.console import command, error, print_json, print_rows, say
+from marin.cli.service_options import CLUSTER_ENV, cluster, cluster_args
+from marin.services.errors import exit_statuses
 from marin.services.serve import add_serve_arguments
 
-__all__ = ["add_parsers"]
+__all__ = ["register"]
+
+wrap = command(exit_statuses)  # every handler: the services' errors in one line
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     services = sub.add_parser("services", help="the log and KV services")
     ssub = services.add_subparsers(dest="services_command", metavar="ACTION", required=True)
     up = ssub.add_parser("up", help="start the logger and KV services and register them")
@@ -59,20 +50,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     cluster_args(dn)
     dn.add_argument("--json", action="store_true")
     dn.set_defaults(handler=_down)
-    add_serve_arguments(ssub.add_parser("serve", help="run one service in the foreground (for a "
-                               "supervisor or a container)"))
-
-    logs = sub.add_parser("logs", help="read the log service")
-    lsub = logs.add_subparsers(dest="logs_command", metavar="ACTION", required=True)
-    tail = lsub.add_parser("tail", help="the latest entries; --follow for new ones")
-    log_filters(tail)
-    tail.add_argument("-n", "--lines", type=int, default=20)
-    tail.add_argument("--follow", "-f", action="store_true")
-    tail.set_defaults(handler=logs_tail)
-    query = lsub.add_parser("query", help="entries matching filters, oldest first")
-    log_filters(query)
-    query.add_argument("--limit", type=int, default=1000)
-    query.set_defaults(handler=logs_query)
+    serve = add_serve_arguments(ssub.add_parser("serve", help="run one service in the "
+                                                "foreground (for a supervisor or a container)"))
+    serve.set_defaults(handler=_serve)
 
     kv = sub.add_parser("kv", help="read and write the KV service")
     ksub = kv.add_subparsers(dest="kv_command", metavar="ACTION", required=True)
@@ -105,6 +85,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 # -- services ------------------------------------------------------------------------------
 @wrap
+def _serve(args: argparse.Namespace) -> int:
+    from marin.services.serve import service_config
+    from marin.services.server import serve_forever
+
+    return serve_forever(service_config(args))
+
+
+@wrap
 def _up(args: argparse.Namespace) -> int:
     from marin.services import manage
 
@@ -123,9 +111,8 @@ def _services_status(args: argparse.Namespace) -> int:
 
     rows = manage.status(cluster(args), args.clusters)
     if not rows and not args.json:
-        Console().print(f"no services registered for cluster {cluster(args)}; start them "
-                        f"with `marin services up --cluster {cluster(args)}`", markup=False,
-                        highlight=False, soft_wrap=True)
+        say(f"no services registered for cluster {cluster(args)}; start them with "
+            f"`marin services up --cluster {cluster(args)}`")
         return 1
     print_rows(rows, args.json, ["service", "address", "pid", "host", "state", "uptime_s",
                                   "items", "db_bytes"], f"services of cluster {cluster(args)}")
@@ -160,9 +147,9 @@ def _kv_get(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         item = kv.get(args.key)
     if item is None:
-        return fail(f"no key {args.key!r}", 1)
+        return error(f"no key {args.key!r}", 1)
     if args.json:
-        print(json.dumps(_item_json(item)))
+        print_json(_item_json(item), indent=None)
     else:
         sys.stdout.write(item.value.decode(errors="replace") + "\n")
     return 0
@@ -172,7 +159,10 @@ def _kv_get(args: argparse.Namespace) -> int:
 def _kv_put(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         item = kv.put(args.key, args.value, args.expected_version)
-    print(json.dumps(_item_json(item)) if args.json else f"{item.key} version {item.version}")
+    if args.json:
+        print_json(_item_json(item), indent=None)
+    else:
+        print(f"{item.key} version {item.version}")
     return 0
 
 
@@ -180,8 +170,10 @@ def _kv_put(args: argparse.Namespace) -> int:
 def _kv_delete(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         existed = kv.delete(args.key)
-    print(json.dumps({"key": args.key, "deleted": existed}) if args.json else
-          f"{args.key} {'deleted' if existed else 'did not exist'}")
+    if args.json:
+        print_json({"key": args.key, "deleted": existed}, indent=None)
+    else:
+        print(f"{args.key} {'deleted' if existed else 'did not exist'}")
     return 0
 
 
@@ -208,11 +200,9 @@ def _status(args: argparse.Namespace) -> int:
     if args.running:
         rows = [r for r in rows if r.get("state") == "running"]
     if not rows and not args.json:
-        Console(stderr=True).print(
-            f"no {'running ' if args.running else ''}steps published to {url}; an executor "
+        say(f"no {'running ' if args.running else ''}steps published to {url}; an executor "
             f"publishes its steps when ${CLUSTER_ENV} (or $MARIN_KV) is set where it runs: "
-            f"`export {CLUSTER_ENV}={cluster(args)}`", highlight=False, markup=False,
-            soft_wrap=True)
+            f"`export {CLUSTER_ENV}={cluster(args)}`", stderr=True)
         return 0
     if not args.json:
         now = time.time()

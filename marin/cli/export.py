@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
+from marin.cli.console import command, say
 
-__all__ = ["add_parsers"]
+__all__ = ["register"]
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     export = sub.add_parser("export", help="export a trained model to other libraries")
     esub = export.add_subparsers(dest="export_command", metavar="FORMAT", required=True)
     hf = esub.add_parser("hf", help="a Hugging Face Llama folder: config.json, "
@@ -30,20 +30,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     hf.set_defaults(handler=_export_hf)
 
 
-def _export_hf(args: argparse.Namespace, extra: list[str]) -> int:
-    from marin.export.hf import export_hf
+def _export_errors():
     from marin.export.run import ExportError
 
-    err = Console(stderr=True)
-    if extra:
-        err.print(f"[bold red]error:[/] unrecognized arguments: {' '.join(extra)}",
-                  highlight=False, soft_wrap=True)
-        return 2
-    try:
-        done = export_hf(args.run_output, args.out, args.step, args.force, args.tokenizer)
-    except ExportError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        return 2
-    Console().print(f"exported {args.run_output} at step {done.step} to {done.out}: "
-                    f"{', '.join(done.files)}", highlight=False, soft_wrap=True)
+    return [((ExportError,), 2)]
+
+
+@command(_export_errors)
+def _export_hf(args: argparse.Namespace) -> int:
+    from marin.export.hf import export_hf
+
+    done = export_hf(args.run_output, args.out, args.step, args.force, args.tokenizer)
+    say(f"exported {args.run_output} at step {done.step} to {done.out}: "
+        f"{', '.join(done.files)}")
     return 0

@@ -8,77 +8,105 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import tempfile
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from marin.profiling.trace_summary import CATEGORIES, TraceError, TraceSummary, load
+from marin.cli.console import error, out, print_json, reject_extra, warn
+
+if TYPE_CHECKING:
+    from marin.profiling.trace_summary import TraceSummary
+
+__all__ = ["register"]
 
 
-def _out() -> Console:
-    console = Console(soft_wrap=True)
-    if not console.is_terminal:
-        console.width = 200
-    return console
+def register(sub: argparse._SubParsersAction) -> None:
+    trace = sub.add_parser("trace", help="summaries of JAX profiles (XPlane traces)")
+    trace_sub = trace.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
+    summ = trace_sub.add_parser("summarize", help="top kernels, time per category, steps "
+                                "and hints of a trace")
+    summ.add_argument("paths", nargs="+", metavar="PATH", help="an .xplane.pb, a profile "
+                      "folder, or a training step's output folder (any fsspec URL); several "
+                      "give a summary each (--json: a list)")
+    summ.add_argument("--top", type=int, default=10, help="kernels to list (default 10)")
+    summ.add_argument("--json", action="store_true")
+    summ.add_argument("--html", metavar="OUT", help="write a breakdown chart (plotly HTML)")
+    summ.add_argument("--png", metavar="OUT", help="write a breakdown chart (PNG)")
+    summ.set_defaults(handler=_trace_summarize)
+    comp = trace_sub.add_parser("compare", help="per category and per top kernel: the "
+                                "change from trace A to trace B")
+    comp.add_argument("before")
+    comp.add_argument("after")
+    comp.add_argument("--top", type=int, default=10)
+    comp.add_argument("--json", action="store_true")
+    comp.set_defaults(handler=_trace_compare)
 
 
-def _err(message: str) -> int:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return 2
+def _trace_summarize(args: argparse.Namespace, extra: list[str]) -> int:
+    return reject_extra(extra) or _summarize(args.paths, args.top, args.json, args.html,
+                                             args.png)
 
 
-def summarize(paths: str | Sequence[str], top: int = 10, as_json: bool = False,
+def _trace_compare(args: argparse.Namespace, extra: list[str]) -> int:
+    return reject_extra(extra) or _compare(args.before, args.after, args.top, args.json)
+
+
+def _summarize(paths: str | Sequence[str], top: int = 10, as_json: bool = False,
               html: str | None = None, png: str | None = None) -> int:
     """Print the summary of each trace in ``paths``, in order (several: one after another;
     with ``--json`` a list). Every trace is read before anything is printed or written, so
     a bad one fails the command in one line with no partial output."""
+    from marin.profiling.charts import write_chart
+    from marin.profiling.trace_summary import TraceError, load
+
     paths = [paths] if isinstance(paths, str) else list(paths)
     if top <= 0:
-        return _err(f"--top must be positive, got {top}")
+        return error(f"--top must be positive, got {top}")
     charts = [(flag, out) for flag, out in (("--html", html), ("--png", png)) if out]
     if charts and len(paths) > 1:
-        return _err(f"{charts[0][0]} writes the chart of one trace, and {len(paths)} were "
+        return error(f"{charts[0][0]} writes the chart of one trace, and {len(paths)} were "
                     f"given ({', '.join(paths)}): pass one path, or run once per trace")
-    for _, out in charts:
-        if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-            return _err(f"cannot write the chart to {out}: its folder does not exist")
+    for _, chart in charts:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(chart))):
+            return error(f"cannot write the chart to {chart}: its folder does not exist")
     try:
         summaries = [load(path, top=top) for path in paths]
     except TraceError as e:
-        return _err(str(e))
-    for _, out in charts:
-        write_chart(summaries[0], out)
+        return error(str(e))
+    for _, chart in charts:
+        write_chart(summaries[0], chart)
     if as_json:
         documents = [summary.to_json() for summary in summaries]
-        print(json.dumps(documents[0] if len(paths) == 1 else documents, indent=1))
+        print_json(documents[0] if len(paths) == 1 else documents)
     else:
-        console = _out()
+        console = out()
         for i, summary in enumerate(summaries):
             if i:
                 console.print()
-            render(summary, console, top)
-    warn = Console(stderr=True)
+            _render(summary, console, top)
     for summary in summaries:
-        for error in summary.analyzer_errors:
-            warn.print(f"[yellow]warning:[/] {error}", highlight=False, soft_wrap=True)
+        for problem in summary.analyzer_errors:
+            warn(problem)
     return 0
 
 
-def compare(before: str, after: str, top: int = 10, as_json: bool = False) -> int:
+def _compare(before: str, after: str, top: int = 10, as_json: bool = False) -> int:
+    from marin.profiling.trace_summary import TraceError, load
+
     try:
         a, b = load(before, top=top), load(after, top=top)
     except TraceError as e:
-        return _err(str(e))
+        return error(str(e))
     comparison = a.compare(b, top)
     if as_json:
-        print(json.dumps(comparison.to_json(), indent=1))
+        print_json(comparison.to_json())
         return 0
-    console = _out()
+    console = out()
     table = Table(title="time per category (fraction of the profiled steps)",
                   title_justify="left")
     for column in ("category", "before", "after", "change"):
@@ -107,7 +135,7 @@ def _share(seconds: float, fraction: float) -> str:
     return f"{seconds * 1e3:.2f} ms ({fraction:.1%})"
 
 
-def render(summary: TraceSummary, console: Console, top: int) -> None:
+def _render(summary: TraceSummary, console: Console, top: int) -> None:
     sources = ", ".join(summary.sources)
     console.print(f"[bold]{sources}[/]", highlight=False)
     console.print(f"platform: {summary.platform} ({len(summary.devices)} device(s): "
@@ -146,83 +174,3 @@ def render(summary: TraceSummary, console: Console, top: int) -> None:
         console.print(f"[yellow]hint:[/] {hint}", highlight=False)
     if not hints:
         console.print("[green]no hints:[/] no category passed its threshold")
-
-
-def write_chart(summary: TraceSummary, out: str) -> None:
-    """The breakdown per device and the top ops: plotly HTML (``.html``) or PNG."""
-    if out.endswith(".html"):
-        _atomic_write(out, _plotly(summary).to_html(include_plotlyjs=True, full_html=True).encode())
-    else:
-        _atomic_write(out, _png(summary))
-
-
-def _per_device(summary: TraceSummary) -> tuple[list[str], dict[str, list[float]]]:
-    window = summary.data.window_ns or 1.0
-    devices = summary.devices
-    return devices, {c: [summary.data.shares[d][c] / window for d in devices]
-                     for c in CATEGORIES}
-
-
-_COLOURS = {"compute": "#2a9d8f", "communication": "#e76f51", "data_loading": "#e9c46a",
-            "host": "#8d99ae", "idle": "#d9d9d9"}
-
-
-def _plotly(summary: TraceSummary) -> Any:
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    devices, fractions = _per_device(summary)
-    top = summary.top_kernels(summary.top)
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.45, 0.55],
-                        subplot_titles=("share of step time", "top device ops (s)"))
-    for category, values in fractions.items():
-        fig.add_trace(go.Bar(y=devices, x=values, name=category, orientation="h",
-                             marker_color=_COLOURS[category]), row=1, col=1)
-    fig.add_trace(go.Bar(y=[k.name for k in top][::-1], x=[k.seconds for k in top][::-1],
-                         orientation="h", showlegend=False, marker_color="#264653"),
-                  row=1, col=2)
-    fig.update_layout(barmode="stack", title=f"{', '.join(summary.sources)} "
-                      f"({summary.platform})", height=300 + 20 * max(len(devices), len(top)))
-    return fig
-
-
-def _png(summary: TraceSummary) -> bytes:
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    devices, fractions = _per_device(summary)
-    top = summary.top_kernels(summary.top)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 1.5 + 0.4 * max(len(devices),
-                                                                          len(top), 3)))
-    offset = [0.0] * len(devices)
-    for category, values in fractions.items():
-        left.barh(devices, values, left=offset, label=category, color=_COLOURS[category])
-        offset = [a + b for a, b in zip(offset, values, strict=True)]
-    left.set_xlim(0, 1)
-    left.set_title("share of step time")
-    left.legend(fontsize="small", loc="lower right")
-    right.barh([k.name[:40] for k in top][::-1], [k.seconds for k in top][::-1],
-               color="#264653")
-    right.set_title("top device ops (s)")
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename: never a half-written chart."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".chart-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise

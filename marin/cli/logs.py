@@ -16,12 +16,28 @@ import time
 
 from rich.console import Console
 
-from marin.services.cli_support import UsageError, cluster, cluster_args, parse_time, wrap
+from marin.cli.console import UsageError, command, say
+from marin.cli.service_options import cluster, cluster_args, parse_time
+from marin.services.errors import exit_statuses
 
-__all__ = ["log_filters", "logs_query", "logs_tail"]
+__all__ = ["register"]
 
 
-def log_filters(p: argparse.ArgumentParser) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
+    logs = sub.add_parser("logs", help="read the log service")
+    lsub = logs.add_subparsers(dest="logs_command", metavar="ACTION", required=True)
+    tail = lsub.add_parser("tail", help="the latest entries; --follow for new ones")
+    _log_filters(tail)
+    tail.add_argument("-n", "--lines", type=int, default=20)
+    tail.add_argument("--follow", "-f", action="store_true")
+    tail.set_defaults(handler=_logs_tail)
+    query = lsub.add_parser("query", help="entries matching filters, oldest first")
+    _log_filters(query)
+    query.add_argument("--limit", type=int, default=1000)
+    query.set_defaults(handler=_logs_query)
+
+
+def _log_filters(p: argparse.ArgumentParser) -> None:
     cluster_args(p)
     p.add_argument("--url", help="the log service (default: $MARIN_LOGGER, else "
                    "iris://CLUSTER?endpoint=/system/logger)")
@@ -84,19 +100,18 @@ def _say_none(args: argparse.Namespace) -> None:
     if filters:
         what += f" matching {filters}"
         check += "; try fewer filters"
-    Console(stderr=True).print(f"{what}; {check}", highlight=False, markup=False,
-                               soft_wrap=True)
+    say(f"{what}; {check}", stderr=True)
 
 
-@wrap
-def logs_query(args: argparse.Namespace) -> int:
+@command(exit_statuses)
+def _logs_query(args: argparse.Namespace) -> int:
     if not _show(args, args.limit, newest=False)[0]:
         _say_none(args)
     return 0
 
 
-@wrap
-def logs_tail(args: argparse.Namespace) -> int:
+@command(exit_statuses)
+def _logs_tail(args: argparse.Namespace) -> int:
     console = Console()
     shown, last = _show(args, args.lines, newest=True, console=console)
     if not shown:

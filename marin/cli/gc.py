@@ -1,4 +1,4 @@
-"""The bodies of ``marin gc``, ``marin du`` and ``marin pin``.
+"""The ``marin gc``, ``marin du``, ``marin pin`` and ``marin unpin`` commands.
 
     marin gc --prefix gs://bucket/x                  # a dry run: what would go, and why
     marin gc --prefix gs://bucket/x --yes --older-than 30d
@@ -8,30 +8,61 @@
 
 from __future__ import annotations
 
-import json
-import sys
+import argparse
 import time
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+from marin.cli.console import error, out, print_json, reject_extra
 
-from marin.execution.gc import GRACE_SECONDS, Candidate, parse_age, run_gc
-from marin.execution.gc_reach import prefix_of
-from marin.execution.gc_retention import Retention, unknown_keeps
-from marin.execution.gc_scan import Scan, scan_prefix
-from marin.execution.pins import PinError, pin, pins, unpin
-from marin.execution.prefix_guard import GcRefused
-from marin.execution.usage import prefix_usage
-from marin.storage import StorageError, get_storage
+if TYPE_CHECKING:
+    from marin.execution.gc_scan import Scan
+
+__all__ = ["register"]
 
 
-def _err(message: str) -> int:
-    """One line on stderr; exit status 2 (bad input, or a gc already running)."""
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+def register(sub: argparse._SubParsersAction) -> None:
+    gcp = sub.add_parser("gc", help="list (dry run) or delete what nothing under a prefix "
+                         "needs: old step versions, killed attempts, cut checkpoint saves")
+    gcp.add_argument("--prefix", required=True)
+    gcp.add_argument("--keep", action="append", default=[], metavar="EXPERIMENT",
+                     help="keep only these experiments (or invocation ids); repeatable")
+    gcp.add_argument("--older-than", metavar="AGE",
+                     help="only what is older (30d, 12h; 0 for any age; default 24h)")
+    gcp.add_argument("--keep-last", type=int, default=1, metavar="N",
+                     help="keep the newest N invocations of each experiment (default 1), "
+                          "and its last complete one")
+    gcp.add_argument("--yes", action="store_true", help="delete (default: a dry run)")
+    gcp.add_argument("--wait", type=float, default=60.0,
+                     help="seconds to wait for executors that are planning (default 60)")
+    gcp.add_argument("--json", action="store_true")
+    gcp.set_defaults(handler=_gc)
+    dup = sub.add_parser("du", help="bytes per experiment, step and version under a prefix, "
+                         "and what marin gc would free")
+    dup.add_argument("--prefix", required=True)
+    dup.add_argument("--json", action="store_true")
+    dup.set_defaults(handler=_du)
+    for name, help_ in (("pin", "keep a step output from marin gc"),
+                        ("unpin", "let marin gc judge a pinned step output again")):
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("key", nargs="?" if name == "pin" else None, metavar="STEP_KEY")
+        p.add_argument("--prefix", required=True)
+        if name == "pin":
+            p.add_argument("--list", action="store_true", help="list the pins")
+        p.set_defaults(handler=_pin, remove=name == "unpin")
 
 
-def _out() -> Console:
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+def _gc(args: argparse.Namespace, extra: list[str]) -> int:
+    return reject_extra(extra) or _run_gc(args.prefix, args.keep, args.older_than, args.yes,
+                                     args.json, args.wait, args.keep_last)
+
+
+def _du(args: argparse.Namespace, extra: list[str]) -> int:
+    return reject_extra(extra) or _run_du(args.prefix, args.json)
+
+
+def _pin(args: argparse.Namespace, extra: list[str]) -> int:
+    return reject_extra(extra) or _pin_command(args.prefix, args.key,
+                                              getattr(args, "list", False), args.remove)
 
 
 def _size(n: float) -> str:
@@ -50,6 +81,8 @@ def _age(seconds: float) -> str:
 
 
 def _checked_prefix(prefix: str) -> str | None:
+    from marin.storage import StorageError, get_storage
+
     try:
         if not get_storage(prefix).list_dir(prefix):
             return (f"--prefix {prefix} does not exist or is empty; name the folder that "
@@ -68,8 +101,14 @@ def _notes(scan: Scan) -> list[str]:
     return notes
 
 
-def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
-       wait: float = 60.0, keep_last: int = 1) -> int:
+def _run_gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
+            wait: float = 60.0, keep_last: int = 1) -> int:
+    from marin.execution.gc import GRACE_SECONDS, parse_age, run_gc
+    from marin.execution.gc_reach import prefix_of
+    from marin.execution.gc_retention import Retention, unknown_keeps
+    from marin.execution.gc_scan import scan_prefix
+    from marin.execution.prefix_guard import GcRefused
+
     prefix = prefix_of(prefix)
     error = _checked_prefix(prefix)
     try:
@@ -78,27 +117,26 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
     except ValueError as e:
         error = error or str(e)
     if error is not None:
-        return _err(error)
+        return error(error)
     scan = scan_prefix(prefix)
     unknown = unknown_keeps(scan.invocations, keep)
     if unknown:
         known = sorted({i.experiment for i in scan.invocations})
-        return _err(f"--keep {unknown[0]} names no experiment or invocation id under "
+        return error(f"--keep {unknown[0]} names no experiment or invocation id under "
                     f"{prefix}/.marin/invocations; the experiments there: "
                     f"{', '.join(known) or 'none'}")
     try:
         run = run_gc(prefix, rule, age, yes, wait, scan=scan)
     except GcRefused as e:
-        return _err(str(e))
+        return error(str(e))
     found, skipped = run.found, run.skipped
     total = sum(c.bytes for c in found)
     if as_json:
-        print(json.dumps({"prefix": prefix, "dry_run": not yes, "bytes": total,
-                          "candidates": [c.to_json() for c in found], "skipped": skipped,
-                          "older_than": age, "log": run.log, "notes": _notes(scan)},
-                         indent=1))
+        print_json({"prefix": prefix, "dry_run": not yes, "bytes": total,
+                    "candidates": [c.to_json() for c in found], "skipped": skipped,
+                    "older_than": age, "log": run.log, "notes": _notes(scan)})
         return 0
-    console = _out()
+    console = out()
     verb = "deleted" if yes else "would delete"
     for c in found:
         console.print(f"{c.path}  {_size(c.bytes)}  {c.kind}: {c.reason}", highlight=False)
@@ -113,17 +151,20 @@ def gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json:
     return 0
 
 
-def du(prefix: str, as_json: bool) -> int:
+def _run_du(prefix: str, as_json: bool) -> int:
+    from marin.execution.gc_reach import prefix_of
+    from marin.execution.usage import prefix_usage
+
     prefix = prefix_of(prefix)
     error = _checked_prefix(prefix)
     if error is not None:
-        return _err(error)
+        return error(error)
     usage = prefix_usage(prefix)
     if as_json:
-        print(json.dumps({"prefix": prefix, "steps": [r.to_json() for r in usage.rows],
-                          "experiments": usage.by_experiment, "step_names": usage.by_step,
-                          "bytes": usage.bytes, "gc_frees": usage.gc_frees,
-                          "nested_prefixes": list(usage.nested)}, indent=1))
+        print_json({"prefix": prefix, "steps": [r.to_json() for r in usage.rows],
+                    "experiments": usage.by_experiment, "step_names": usage.by_step,
+                    "bytes": usage.bytes, "gc_frees": usage.gc_frees,
+                    "nested_prefixes": list(usage.nested)})
         return 0
     from rich.table import Table
 
@@ -132,7 +173,7 @@ def du(prefix: str, as_json: bool) -> int:
         table.add_row(r.experiment, r.step, r.version, _size(r.bytes),
                       time.strftime("%Y-%m-%d %H:%M", time.localtime(r.modified)),
                       _size(r.gc_frees))
-    console = _out()
+    console = out()
     console.print(table)
     for title, totals in (("experiment", usage.by_experiment), ("step", usage.by_step)):
         console.print(f"per {title}: " + ", ".join(f"{name} {_size(size)}"
@@ -147,7 +188,10 @@ def du(prefix: str, as_json: bool) -> int:
     return 0
 
 
-def pin_command(prefix: str, key: str | None, listing: bool, remove: bool) -> int:
+def _pin_command(prefix: str, key: str | None, listing: bool, remove: bool) -> int:
+    from marin.execution.pins import PinError, pin, pins, unpin
+    from marin.storage import StorageError
+
     try:
         if listing or key is None:
             for name in pins(prefix):
@@ -155,8 +199,6 @@ def pin_command(prefix: str, key: str | None, listing: bool, remove: bool) -> in
             return 0
         (unpin if remove else pin)(prefix, key)
     except (PinError, StorageError) as e:
-        return _err(str(e))
+        return error(str(e))
     return 0
 
-
-__all__ = ["Candidate", "du", "gc", "pin_command"]

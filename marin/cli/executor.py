@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from marin.cli.console import error
+from marin.cli.console import error, say
 
 __all__ = ["exit_at_once", "register"]
 
@@ -39,7 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _executor(args: argparse.Namespace, extra: list[str]) -> int:
     """``marin executor``: the experiment's declaration, then the same parsing and running
     as ``python EXPERIMENT.py`` (``marin.execution.command_line``), spelled with dashes."""
-    from rich.console import Console
 
     from marin.execution.command_line import HelpRequested, Style, UsageError, parse_invocation
     from marin.execution.executor import gc_paused
@@ -51,15 +50,14 @@ def _executor(args: argparse.Namespace, extra: list[str]) -> int:
         load_experiment,
     )
 
-    err = Console(stderr=True)
     if not args.experiment:
         if args.help:
             args.help_parser.print_help()
             return 0
         found = find_experiments()
         listing = "\n".join(f"  {p}" for p in found) or "  (none under ./experiments)"
-        err.print("marin executor needs an EXPERIMENT (a file or module). Experiments "
-                  f"found:\n{listing}", highlight=False, soft_wrap=True)
+        say("marin executor needs an EXPERIMENT (a file or module). Experiments "
+            f"found:\n{listing}", stderr=True)
         return 2
     try:
         with gc_paused():  # the experiment's steps, then the one walk over their configs

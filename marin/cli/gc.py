@@ -110,14 +110,14 @@ def _run_gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_
     from marin.execution.prefix_guard import GcRefused
 
     prefix = prefix_of(prefix)
-    error = _checked_prefix(prefix)
+    problem = _checked_prefix(prefix)
     try:
         age = parse_age(older_than) if older_than is not None else GRACE_SECONDS
         rule = Retention(keep_last, tuple(keep))
     except ValueError as e:
-        error = error or str(e)
-    if error is not None:
-        return error(error)
+        problem = problem or str(e)
+    if problem is not None:
+        return error(problem)
     scan = scan_prefix(prefix)
     unknown = unknown_keeps(scan.invocations, keep)
     if unknown:
@@ -156,9 +156,9 @@ def _run_du(prefix: str, as_json: bool) -> int:
     from marin.execution.usage import prefix_usage
 
     prefix = prefix_of(prefix)
-    error = _checked_prefix(prefix)
-    if error is not None:
-        return error(error)
+    problem = _checked_prefix(prefix)
+    if problem is not None:
+        return error(problem)
     usage = prefix_usage(prefix)
     if as_json:
         print_json({"prefix": prefix, "steps": [r.to_json() for r in usage.rows],

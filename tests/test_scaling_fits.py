@@ -232,6 +232,38 @@ def test_scaling_fit_command_end_to_end(tmp_path: Path):
     assert StudyFits.from_json(json.loads((tmp_path / "plots" / "fit.json").read_text())) == fits
 
 
+def test_fit_runs_is_the_library_side_of_the_command(tmp_path: Path):
+    """``fit_runs`` (what ``marin scaling fit`` calls) on a table: the optimum at the target
+    is the true one, the nearest candidate is the heuristic's closest to it, and the files
+    it writes hold the same fits; bad options are refused naming the option."""
+    from marin.scaling_laws.scaling_heuristics import load_heuristic
+    from marin.scaling_laws.study.run_fits import fit_runs, nearest_candidates, write_fit_files
+
+    runs = synthetic_runs(noise=0.002, seed=5)
+    table = tmp_path / "runs.jsonl"
+    table.write_text("\n".join(json.dumps({"params": r.params, "tokens": r.tokens,
+                                           "flops": r.flops, "loss": r.loss,
+                                           "budget": r.budget}) for r in runs))
+    fitted = fit_runs(str(table), target=3e19, bootstrap=20)
+    assert len(fitted.rows) == len(runs) and fitted.fits.labels == ("default",)
+    [target] = fitted.fits.fits["default"].predictions
+    assert target.approach3.params == pytest.approx(true_optimum(3e19)[0], rel=0.15)
+    heuristic = load_heuristic("completed-adamh")
+    nearest = nearest_candidates(fitted, heuristic)["default"]
+    best = target.best[1].params
+    assert nearest is not None and all(abs(math.log(nearest.params / best))
+                                       <= abs(math.log(c.params / best))
+                                       for c in heuristic.candidates_for_budget(3e19))
+    files = write_fit_files(fitted, str(tmp_path / "plots"))
+    assert all(Path(f).stat().st_size > 0 for f in files)
+    assert StudyFits.from_json(json.loads((tmp_path / "plots" / "fit.json").read_text())) \
+        == fitted.fits
+    assert nearest_candidates(fit_runs(str(table), bootstrap=0), heuristic) == {}
+    for options, field in (({"target": -1.0}, "--target"), ({"bootstrap": -1}, "--bootstrap")):
+        with pytest.raises(ValueError, match=field):
+            fit_runs(str(table), **options)
+
+
 def test_scaling_candidates_command(tmp_path: Path):
     out = subprocess.run([sys.executable, "-m", "marin.cli", "scaling", "candidates",
                           "--budget", "3e19", "--hardware", "gpu-h200", "--json"],

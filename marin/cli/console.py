@@ -79,9 +79,11 @@ def reject_extra(extra: list[str]) -> int | None:
     return None
 
 
-def print_json(document: Any, indent: int | None = 1, **options: Any) -> None:
-    """A ``--json`` answer on stdout (``options`` go to ``json.dumps``)."""
-    print(json.dumps(document, indent=indent, **options))
+def print_json(document: Any, indent: int | None = 1, flush: bool = False,
+               **options: Any) -> None:
+    """A ``--json`` answer on stdout (``options`` go to ``json.dumps``); ``indent=None``
+    for one line, as JSON lines are."""
+    print(json.dumps(document, indent=indent, **options), flush=flush)
 
 
 def print_rows(rows: list[dict], as_json: bool, columns: list[str], title: str) -> None:

@@ -10,13 +10,12 @@ and what to check.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
 from rich.console import Console
 
-from marin.cli.console import UsageError, command, say
+from marin.cli.console import UsageError, command, print_json, say
 from marin.cli.service_options import cluster, cluster_args, parse_time
 from marin.services.errors import exit_statuses
 
@@ -75,7 +74,7 @@ def _show(args: argparse.Namespace, limit: int, newest: bool, after_id: int = 0,
     for entries, page_last in found:
         for e in entries:
             if args.json:
-                print(json.dumps(e), flush=True)
+                print_json(e, indent=None, flush=True)
             else:
                 console.print(format_entry(e), highlight=False, markup=False, soft_wrap=True)
         shown += len(entries)

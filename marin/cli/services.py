@@ -26,7 +26,7 @@ from marin.services.serve import add_serve_arguments
 
 __all__ = ["register"]
 
-wrap = command(exit_statuses)  # every handler: the services' errors in one line
+_wrap = command(exit_statuses)  # every handler: the services' errors in one line
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # -- services ------------------------------------------------------------------------------
-@wrap
+@_wrap
 def _serve(args: argparse.Namespace) -> int:
     from marin.services.serve import service_config
     from marin.services.server import serve_forever
@@ -92,7 +92,7 @@ def _serve(args: argparse.Namespace) -> int:
     return serve_forever(service_config(args))
 
 
-@wrap
+@_wrap
 def _up(args: argparse.Namespace) -> int:
     from marin.services import manage
 
@@ -105,7 +105,7 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
-@wrap
+@_wrap
 def _services_status(args: argparse.Namespace) -> int:
     from marin.services import manage
 
@@ -119,7 +119,7 @@ def _services_status(args: argparse.Namespace) -> int:
     return 0 if all(r["state"] == "up" for r in rows) else 1
 
 
-@wrap
+@_wrap
 def _down(args: argparse.Namespace) -> int:
     from marin.services import manage
 
@@ -142,7 +142,7 @@ def _item_json(item) -> dict[str, Any]:
             "version": item.version, "updated": item.updated}
 
 
-@wrap
+@_wrap
 def _kv_get(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         item = kv.get(args.key)
@@ -155,7 +155,7 @@ def _kv_get(args: argparse.Namespace) -> int:
     return 0
 
 
-@wrap
+@_wrap
 def _kv_put(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         item = kv.put(args.key, args.value, args.expected_version)
@@ -166,7 +166,7 @@ def _kv_put(args: argparse.Namespace) -> int:
     return 0
 
 
-@wrap
+@_wrap
 def _kv_delete(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         existed = kv.delete(args.key)
@@ -177,7 +177,7 @@ def _kv_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-@wrap
+@_wrap
 def _kv_list(args: argparse.Namespace) -> int:
     with _kv(args) as kv:
         items = kv.list(args.prefix)
@@ -187,7 +187,7 @@ def _kv_list(args: argparse.Namespace) -> int:
 
 
 # -- status --------------------------------------------------------------------------------
-@wrap
+@_wrap
 def _status(args: argparse.Namespace) -> int:
     from marin.services.kv_service.client import KVClient
     from marin.services.kv_service.step_states import read_states

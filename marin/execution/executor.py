@@ -16,7 +16,7 @@ import signal
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from marin._lazy import lazy_exports
@@ -31,6 +31,7 @@ from marin.execution.ids import time_ordered_id
 from marin.execution.invocation_record import ExperimentId
 from marin.execution.invocations import record_invocation
 from marin.execution.observers import observed
+from marin.execution.outcome import StepOutcome
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
 from marin.execution.prefix_guard import planning_guard
 from marin.execution.progress import Progress, SilentProgress
@@ -44,7 +45,7 @@ from marin.execution.step import (
     unversioned,
     versioned,
 )
-from marin.execution.worker import StepJob, StepOutcome
+from marin.execution.worker import StepJob
 from marin.storage import get_storage
 
 # Marin's import path for the front end's names: ``executor_main``'s module imports this
@@ -55,7 +56,7 @@ __getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(
 
 __all__ = [
     "THIS_OUTPUT_PATH", "Executor", "ExecutorStep", "InputName", "OutputName", "RunResult",
-    "StepResult", "StepStatus", "output_path_of", "this_output_path", "unversioned",
+    "StepOutcome", "StepStatus", "output_path_of", "this_output_path", "unversioned",
     "versioned", *_FRONT_END,
 ]
 
@@ -67,24 +68,9 @@ DEFAULT_LEASE_TTL = 60.0
 
 
 @dataclass
-class StepResult:
-    name: str
-    key: str
-    output_path: str
-    state: StepState
-    seconds: float = 0.0
-    error: str | None = None
-    traceback: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "key": self.key, "output_path": self.output_path,
-                "state": self.state, "seconds": round(self.seconds, 3), "error": self.error}
-
-
-@dataclass
 class RunResult:
     plan: Plan
-    steps: list[StepResult] = field(default_factory=list)
+    steps: list[StepOutcome] = field(default_factory=list)
     interrupted: bool = False
     interrupt_signal: int | None = None
     """The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM, SIGHUP)."""
@@ -94,7 +80,7 @@ class RunResult:
         return not self.interrupted and not self.failed
 
     @property
-    def failed(self) -> list[StepResult]:
+    def failed(self) -> list[StepOutcome]:
         return [s for s in self.steps if s.state.is_failure]
 
     def by_state(self) -> dict[StepState, int]:
@@ -300,7 +286,7 @@ class _Run:
     def _record_skip(self, entry: PlanEntry) -> None:
         state = StepState.FAILED if entry.refused_failure else StepState.SKIPPED
         error = entry.reason if entry.refused_failure else None
-        self._add_result(entry, state, error=error)
+        self._add_result(entry, StepOutcome(entry.node.key, state, error=error))
         if entry.refused_failure:
             self._block_dependents(entry, started=False)
 
@@ -346,7 +332,7 @@ class _Run:
         except Exception as e:  # the runner or the storage failed, not the step itself
             outcome = StepOutcome(entry.node.key, StepState.FAILED, 0.0, f"{type(e).__name__}: {e}")
         self.progress.step_finished(entry, outcome)
-        self._add_result(entry, outcome.state, outcome.seconds, outcome.error, outcome.traceback)
+        self._add_result(entry, outcome)
         if outcome.state.is_done:
             self._submit_ready(self._released(entry.node, started=False))
         else:
@@ -364,14 +350,15 @@ class _Run:
             entry = self.plan.entry_of(node)
             reason = f"dependency {failed.node.key} did not succeed"
             self.progress.step_blocked(entry, reason)
-            self._add_result(entry, StepState.BLOCKED, error=reason)
+            self._add_result(entry, StepOutcome(entry.node.key, StepState.BLOCKED, error=reason))
             stack.extend(self.dependents[node])
 
-    def _add_result(self, entry: PlanEntry, state: StepState, seconds: float = 0.0,
-                    error: str | None = None, tb: str | None = None) -> None:
+    def _add_result(self, entry: PlanEntry, outcome: StepOutcome) -> None:
+        """Settle ``entry`` with ``outcome``, named after the plan's step (a runner's
+        outcome knows the step by its key only)."""
         self._settled.add(entry.node)
-        self.result.steps.append(StepResult(entry.name, entry.node.key, entry.output_path,
-                                            state, seconds, error, tb))
+        self.result.steps.append(replace(
+            outcome, name=entry.name, output_path=entry.output_path))
 
     def _interrupt(self, signum: int) -> None:
         self.result.interrupted = True
@@ -383,5 +370,6 @@ class _Run:
         self.runner.cancel_running(reason)
         for future, entry in self.in_flight.items():
             future.cancel()
-            self._add_result(entry, StepState.CANCELLED, error=reason)
+            self._add_result(entry, StepOutcome(entry.node.key, StepState.CANCELLED,
+                                                error=reason))
         self.in_flight.clear()

@@ -33,15 +33,14 @@ from marin.execution.invocation_record import (
     ExperimentId,
     InvocationRecord,
     InvocationStep,
-    StepEnd,
 )
+from marin.execution.outcome import StepOutcome
 from marin.execution.states import StepState
 from marin.execution.status import current_user, git_commit
 
 if TYPE_CHECKING:
     from marin.execution.planning import Plan, PlanEntry
     from marin.execution.progress import Progress
-    from marin.execution.worker import StepOutcome
     from marin.storage import Storage
 
 logger = logging.getLogger("marin.executor")
@@ -77,7 +76,7 @@ class _InvocationRecorder:
         self._id = time_ordered_id()
         self._path = f"{invocations_folder(prefix)}/{self._id}.json"
         self._record: InvocationRecord | None = None
-        self._ends: dict[str, StepEnd] = {}
+        self._ends: dict[str, StepOutcome] = {}
 
     def run_started(self, plan: Plan, pending: int) -> None:
         self._record = InvocationRecord(
@@ -93,12 +92,12 @@ class _InvocationRecorder:
         self._inner.step_started(entry)
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
-        self._ends[entry.node.key] = StepEnd(outcome.state.value, outcome.seconds,
-                                             outcome.error)
+        self._ends[entry.node.key] = outcome
         self._inner.step_finished(entry, outcome)
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
-        self._ends[entry.node.key] = StepEnd(StepState.BLOCKED.value, 0.0, reason)
+        self._ends[entry.node.key] = StepOutcome(entry.node.key, StepState.BLOCKED,
+                                                 error=reason)
         self._inner.step_blocked(entry, reason)
 
     def run_finished(self) -> None:

@@ -15,8 +15,8 @@ if TYPE_CHECKING:  # rich is imported when a run shows progress, not with the ex
     from rich.console import Console, Group
     from rich.live import Live
 
+    from marin.execution.outcome import StepOutcome
     from marin.execution.planning import Plan, PlanEntry
-    from marin.execution.worker import StepOutcome
 
 
 class Progress(Protocol):

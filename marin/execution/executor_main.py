@@ -192,8 +192,8 @@ def run_invocation(invocation: Invocation, experiment: str, style: Style
         _print_error(style.spell(one_line(e)))
         return 2
     _spell_plan(result.plan, style)
-    for step in result.steps:
-        step.error = style.spell(step.error) if step.error else step.error
+    result.steps = [dataclasses.replace(step, error=style.spell(step.error)) if step.error
+                    else step for step in result.steps]
     if options.json:
         print(dumps_report({"plan": result.plan.to_json(), "result": result.to_json()}))
     else:

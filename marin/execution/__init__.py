@@ -11,7 +11,7 @@
 """
 
 from marin.execution.compat import THIS_OUTPUT_PATH, InputName, OutputName, StepStatus
-from marin.execution.executor import Executor, RunResult
+from marin.execution.executor import Executor, InvocationResult, RunResult
 from marin.execution.executor_main import ExecutorMainConfig, executor_main
 from marin.execution.experiments import Experiment
 from marin.execution.graph import StepCollection, StepGraph, StepGraphError
@@ -40,6 +40,7 @@ __all__ = [
     "ExecutorStep",
     "Experiment",
     "InputName",
+    "InvocationResult",
     "OutputName",
     "Plan",
     "PlanEntry",

@@ -2,7 +2,7 @@
 
     executor = Executor(prefix="gs://my-bucket/experiments", max_concurrent=4)
     plan = executor.plan(steps)              # no side effects
-    result = executor.run(steps)             # RunResult; result.ok is False if any failed
+    result = executor.run(steps)             # InvocationResult; result.ok: nothing failed
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ __getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(
     _FRONT_END, "marin.execution.executor_main"))
 
 __all__ = [
-    "THIS_OUTPUT_PATH", "Executor", "ExecutorStep", "InputName", "OutputName", "RunResult",
-    "StepOutcome", "StepStatus", "output_path_of", "this_output_path", "unversioned",
-    "versioned", *_FRONT_END,
+    "THIS_OUTPUT_PATH", "Executor", "ExecutorStep", "InputName", "InvocationResult",
+    "OutputName", "RunResult", "StepOutcome", "StepStatus", "output_path_of",
+    "this_output_path", "unversioned", "versioned", *_FRONT_END,
 ]
 
 
@@ -68,12 +68,15 @@ DEFAULT_LEASE_TTL = 60.0
 
 
 @dataclass
-class RunResult:
+class InvocationResult:
+    """What one invocation of the executor (``Executor.run``) did: its plan and how each
+    planned step ended."""
+
     plan: Plan
     steps: list[StepOutcome] = field(default_factory=list)
     interrupted: bool = False
     interrupt_signal: int | None = None
-    """The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM, SIGHUP)."""
+    """The signal that interrupted the invocation (SIGINT for Ctrl-C, SIGTERM, SIGHUP)."""
 
     @property
     def ok(self) -> bool:
@@ -101,6 +104,10 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "interrupted": self.interrupted, "counts": self.by_state(),
                 "steps": [s.to_json() for s in self.steps]}
+
+
+#: The earlier name of ``InvocationResult`` ("run" now names a training run only).
+RunResult = InvocationResult
 
 
 def check_positive(name: str, value: float | None, integer: bool = False) -> None:
@@ -213,7 +220,7 @@ class Executor:
     def plan(self, steps: StepGraph | Sequence[ExecutorStep],
              run_only: Sequence[str] | None = None, force_run_failed: bool = True, *,
              force_run: Sequence[str] | None = None) -> Plan:
-        """What a run would do and why; ``steps`` is a ``StepGraph`` (planned as it is) or
+        """What an invocation would do and why; ``steps`` is a ``StepGraph`` (planned as it is) or
         a list of steps (``graph``); ``force_run`` (regular expressions) reruns matching
         steps that succeeded before. Messages name options by their field (`` `run_only` ``)."""
         graph = self.graph(steps)
@@ -225,7 +232,7 @@ class Executor:
     def run(self, steps: StepGraph | Sequence[ExecutorStep],
             run_only: Sequence[str] | None = None, force_run_failed: bool = True,
             progress: Progress | None = None, *, force_run: Sequence[str] | None = None,
-            experiment: str | ExperimentId | None = None) -> RunResult:
+            experiment: str | ExperimentId | None = None) -> InvocationResult:
         """Run what the plan says; ``experiment`` names the experiment in the invocation
         record (``marin.execution.invocations``)."""
         # From the plan until the invocation record names its steps, no gc deletes here.
@@ -240,12 +247,12 @@ class Executor:
             progress = guard.released_after_start(
                 record_invocation(self.prefix, self.storage, progress or SilentProgress(),
                                   experiment))
-            return _Run(self, plan, runner, observed(progress)).execute()
+            return _Invocation(self, plan, runner, observed(progress)).execute()
 
 
-class _Run:
+class _Invocation:
     """The scheduling loop of one ``Executor.run``. A step is submitted once each of its
-    dependencies in the run has succeeded, or, for a nonblocking one, been submitted: the
+    dependencies in the invocation has succeeded, or, for a nonblocking one, been submitted: the
     runner starts jobs in the order they come, so the dependency starts first."""
 
     def __init__(self, executor: Executor, plan: Plan, runner: Runner, progress: Progress):
@@ -254,14 +261,14 @@ class _Run:
         self.runner = runner
         self.progress = progress
         self.run_id = time_ordered_id()
-        self.result = RunResult(plan)
+        self.result = InvocationResult(plan)
         self.dependents = plan.graph.dependents()
         self.waiting_on: dict[StepNode, int] = {}
         self.in_flight: dict[Future[StepOutcome], PlanEntry] = {}
         self._settled: set[StepNode] = set()
         self._submitted: set[StepNode] = set()
 
-    def execute(self) -> RunResult:
+    def execute(self) -> InvocationResult:
         todo = [e for e in self.plan.entries if e.action != "skip"]
         todo_nodes = {e.node for e in todo}
         for entry in todo:  # before any skip is recorded: a refused failure blocks these
@@ -269,8 +276,8 @@ class _Run:
         for entry in self.plan.entries:
             if entry.action == "skip":
                 self._record_skip(entry)
-        try:  # from here a Ctrl-C reports the run as interrupted, whatever it was doing
-            self.progress.run_started(self.plan, len(todo))
+        try:  # from here a Ctrl-C reports the invocation as interrupted, whatever it was doing
+            self.progress.invocation_started(self.plan, len(todo))
             self._submit_ready([e.node for e in todo if self.waiting_on[e.node] == 0])
             while self.in_flight:
                 done, _ = wait(list(self.in_flight), return_when=FIRST_COMPLETED)
@@ -280,7 +287,7 @@ class _Run:
             self._interrupt(getattr(e, "signum", signal.SIGINT))
         finally:
             self.runner.shutdown()
-            self.progress.run_finished()
+            self.progress.invocation_finished()
         return self.result
 
     def _record_skip(self, entry: PlanEntry) -> None:

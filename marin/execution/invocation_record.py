@@ -44,7 +44,7 @@ class ExperimentId:
     name: str | None = None
     """The experiment's name: the file's stem or the module's name, followed by each of
     the experiment's own options given a value other than its default (``isoflop
-    --budget=3e+18``); for a run from code, the name it was given."""
+    --budget=3e+18``); for an invocation from code, the name it was given."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class InvocationRecord:
     """The experiment as its front end names it (the script's path or the module)."""
     script: str | None = None
     """The resolved path of the experiment's file (``ExperimentId.script``); None in a
-    record of format 1 or 2, or for a run started from code."""
+    record of format 1 or 2, or for an invocation started from code."""
     name: str | None = None
     """The experiment's name (``ExperimentId.name``); None in a record of format 1 or 2."""
     argv: tuple[str, ...] = ()

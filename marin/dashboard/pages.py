@@ -112,7 +112,7 @@ def experiments_page(reader: PrefixReader) -> dict[str, Any]:
                  f"--prefix {reader.prefix} (or MARIN_PREFIX), then reload."
                  if reader.exists() else
                  f"{reader.prefix} does not exist (or is empty). Check the path; an executor "
-                 "creates it on its first run.")
+                 "creates it on its first invocation.")
     return {"invocations": rows, "all_count": len(keys), "all_counts": _counts(states),
             "empty": empty, "title": "Experiments"}
 

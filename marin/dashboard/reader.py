@@ -234,7 +234,7 @@ class PrefixReader:
             if record is None or record.is_stale():
                 state.state = ViewState.STOPPED
                 state.error = state.error or ("its executor stopped without finishing (no live "
-                                              "lease); the next run takes it over")
+                                              "lease); the next invocation takes it over")
             else:
                 state.owner = record.describe()
         planned = planned or {}

@@ -80,7 +80,7 @@ def executor_main(steps: Sequence[ExecutorStep] | StepCollection | Experiment,
                   ) -> InvocationResult | Plan:
     """Parse the command line, then plan (``--dry-run``) or run ``steps`` (a list, a
     ``StepCollection`` such as an IsoFLOP study, or an ``Experiment`` with options of its
-    own). Returns the ``InvocationResult`` of the run, or the
+    own). Returns the ``InvocationResult`` of the invocation, or the
     ``Plan`` of a dry run; each step's output path and state are in it.
 
     ``--help`` prints the options and exits 0; a usage or configuration error exits 2. A
@@ -119,7 +119,7 @@ def entry_point() -> str:
 
 
 def exit_code(result: InvocationResult | Plan | int) -> int:
-    """0 for a plan or a run that succeeded; 1 for a failed run, 128 + the signal for an
+    """0 for a plan or an invocation that succeeded; 1 for a failed one, 128 + the signal for an
     interrupted one; an int is a usage error's status already."""
     if isinstance(result, int):
         return result
@@ -203,7 +203,7 @@ def run_invocation(invocation: Invocation, experiment: str, style: Style
 
 
 def _preflight(invocation: Invocation) -> str | None:
-    """The experiment's refusal of a real run, if it declares a preflight (never called
+    """The experiment's refusal of a real invocation, if it declares a preflight (never called
     for a dry run or ``--help``)."""
     hook = invocation.experiment.preflight
     return hook(invocation.experiment_options, invocation.options) if hook else None

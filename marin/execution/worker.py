@@ -212,7 +212,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         resumed = None
         if job.resume and not _succeeded(blob):  # a rerun of a success starts afresh
             resumed = _adopt_latest_attempt(storage, job)
-        elif not fresh:  # a run started afresh does not resume from shared folders either
+        elif not fresh:  # an attempt started afresh does not resume from shared folders either
             for name in shared_names(storage, job.output_path):
                 storage.delete_tree(join_path(job.output_path, name))
         children = StepChildren.start()

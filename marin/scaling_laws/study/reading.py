@@ -173,7 +173,7 @@ def print_study_summary(result: InvocationResult | Plan, options: Any = None,
         return
     out = study_outputs(result.plan.graph)
     stored = {e.output_path: e.status for e in result.plan.entries}
-    done = {s.output_path for s in result.steps  # this run's, or an earlier run's, skipped
+    done = {s.output_path for s in result.steps  # this invocation's, or an earlier one's, skipped
             if s.state.is_done or (s.state is StepState.SKIPPED
                                    and stored.get(s.output_path) is StepState.SUCCEEDED)}
     if out.fit is None or out.report is None or out.report not in done:

@@ -1,6 +1,6 @@
 """Live step states, published by executors to a cluster's KV service.
 
-    progress = publishing(progress)     # a run observer (entry point marin.run_observers):
+    progress = publishing(progress)     # an invocation observer (marin.run_observers):
                                         # a no-op unless a cluster or a log service is set
     read_states(KVClient.connect(url))  # [{"step": ..., "state": "running", "host": ...}]
 

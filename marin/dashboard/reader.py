@@ -314,7 +314,7 @@ class PrefixReader:
             return None, None
         try:
             return StatusRecord.decode(blob.data), None
-        except (CorruptRecordError, RecursionError) as e:
+        except CorruptRecordError as e:
             return None, f"{path} is unreadable ({e})"
 
     def lease(self, key: str) -> LeaseRecord | None:

@@ -364,10 +364,10 @@ def test_ctrl_c_while_the_run_starts_reports_an_interrupted_run(tmp_path: Path):
     class InterruptedAtStart(SilentProgress):
         finished = False
 
-        def run_started(self, plan, pending):
+        def invocation_started(self, plan, pending):
             raise KeyboardInterrupt  # as Ctrl-C lands while the run record is written
 
-        def run_finished(self):
+        def invocation_finished(self):
             self.finished = True
 
     progress = InterruptedAtStart()

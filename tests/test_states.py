@@ -67,3 +67,50 @@ def test_result_json_spells_states_by_their_values(tmp_path: Path):
     ok_path = next(s.output_path for s in result.steps if s.name == "ok")
     on_disk = json.loads(Path(status_path(ok_path)).read_text())
     assert on_disk["status"] == "SUCCESS"
+
+
+def test_the_result_and_the_invocation_record_tell_one_outcome_per_step(tmp_path: Path):
+    from marin.execution.invocation_record import InvocationRecord
+
+    ok = ExecutorStep("ok", _write, {"output": this_output_path()})
+    bad = ExecutorStep("bad", _fail, {"output": this_output_path()})
+    after = ExecutorStep("after", _write, {"output": this_output_path(), "dep": bad})
+    result = Executor(str(tmp_path), max_concurrent=1).run([ok, bad, after], experiment="e")
+    [path] = (tmp_path / ".marin" / "invocations").glob("*.json")
+    record = InvocationRecord.decode(path.name, path.read_bytes())
+    told = {s.key: (s.outcome, s.seconds, s.error) for s in record.steps}
+    assert told == {s.key: (s.state.value, round(s.seconds, 3), s.error) for s in result.steps}
+    assert {s.name: s.state for s in result.steps} == {
+        "ok": StepState.SUCCEEDED, "bad": StepState.FAILED, "after": StepState.BLOCKED}
+    bad_result = next(s for s in result.steps if s.name == "bad")
+    assert "broken" in bad_result.error and "RuntimeError" in bad_result.traceback
+    assert bad_result.output_path == str(tmp_path / bad_result.key)
+
+
+def test_the_dashboard_shows_each_stored_state_by_its_stored_spelling(tmp_path: Path):
+    from marin.dashboard.records import ViewState, status_fields
+
+    for state in (StepState.RUNNING, StepState.SUCCEEDED, StepState.FAILED,
+                  StepState.CANCELLED):
+        raw = StatusRecord(state, run_id="r1", time=5.0, host="h", error="e").encode()
+        fields = status_fields("/p/a-1234abcd", raw)
+        assert fields["state"] is ViewState.of(state)
+        assert fields["state"] == json.loads(raw)["status"]  # the page shows the file's word
+        assert (fields["updated"], fields["host"], fields["run_id"]) == (5.0, "h", "r1")
+        assert fields["error"] == ("e" if state in (StepState.FAILED, StepState.CANCELLED)
+                                   else None)
+    assert {v.value for v in ViewState} == {"SUCCESS", "FAILED", "RUNNING", "CANCELLED",
+                                            "STOPPED", "PENDING", "CORRUPT"}
+    assert status_fields("/p/a-1234abcd", None) == {"state": ViewState.PENDING}
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[1]", b'{"status": "succeeded"}',
+                                 b"[" * 100_000 + b"]" * 100_000])
+def test_a_status_the_executor_cannot_read_is_corrupt_on_the_dashboard(raw: bytes):
+    from marin.dashboard.records import ViewState, status_fields
+
+    with pytest.raises(CorruptRecordError):
+        StatusRecord.decode(raw)
+    fields = status_fields("/p/a-1234abcd", raw)
+    assert fields["state"] is ViewState.CORRUPT
+    assert fields["error"].startswith("/p/a-1234abcd/.executor_status is unreadable")

@@ -99,6 +99,22 @@ def test_files_of_the_previous_format_read_as_the_default_label(tmp_path):
                                                               5.71)]
 
 
+def test_a_runs_table_keeps_its_status_strings_and_refuses_an_unknown_one():
+    from marin.scaling_laws.rows import row_from_columns, rows_csv
+    from marin.scaling_laws.run_status import RunStatus
+
+    columns = {"run": "r1", "params": "4e4", "tokens": "1e6", "loss": "3.2"}
+    row = row_from_columns({**columns, "status": "diverged", "reason": "nan"}, "t.csv", "row 1")
+    assert row.status is RunStatus.DIVERGED
+    assert row_from_columns(columns, "t.csv", "row 1").status is RunStatus.OK
+    written = rows_csv([row]).splitlines()
+    header, line = written[0].split(","), written[1].split(",")
+    assert line[header.index("status")] == "diverged"
+    with pytest.raises(ArtifactError, match=r"t.csv, row 2: status='exploded' is not a run "
+                                            r"status; known: ok, diverged"):
+        row_from_columns({**columns, "status": "exploded"}, "t.csv, row 2", "row 2")
+
+
 @pytest.mark.parametrize("data, words", [
     ({"runs": 3, "budgets": [], "params_fit": {}, "parametric": {}},
      "was written by `marin scaling fit` before fit files had a format; rerun"),

@@ -54,6 +54,7 @@ from marin.dashboard.names import (
     url_part,
 )
 from marin.dashboard.reader import DashboardError, PrefixReader
+from marin.dashboard.records import ViewState
 from marin.dashboard.storage import storage_page
 from marin.execution.errors import one_line
 
@@ -115,7 +116,8 @@ class _Dashboard:
         self.templates.env.globals.update(prefix=reader.prefix, fmt_time=fmt_time,
                                           fmt_seconds=fmt_seconds,
                                           fmt_num=fmt_num, poll=config.poll_seconds,
-                                          profiling=pages.profiling_available())
+                                          profiling=pages.profiling_available(),
+                                          ViewState=ViewState)
         self.templates.env.filters.update(step_href=step_href, inv_href=inv_href,
                                           urlencode=lambda value: url_part(value, safe="/"))
         self.templates.env.finalize = shown  # a name that is not UTF-8 is printed escaped

@@ -23,7 +23,7 @@ from typing import Any
 
 from marin.dashboard.bounded import read_head, read_tail
 from marin.dashboard.reader import DashboardError, PrefixReader, StepView, list_many
-from marin.dashboard.records import loads
+from marin.dashboard.records import ViewState, loads
 from marin.execution.status import attempt_path
 
 LOG_NAMES = (".executor_log",)
@@ -59,7 +59,7 @@ class OutputIndex:
         todo = inside + [s for s in todo if s not in inside]
         with self._lock:
             for state, names in zip(todo, listings, strict=True):
-                self._top[state.key] = (now, state.state == "SUCCESS", sorted(names))
+                self._top[state.key] = (now, state.state is ViewState.SUCCEEDED, sorted(names))
         return {s.key: self._top[s.key][2] for s in states}
 
     def kinds(self, states: Sequence[StepView]) -> dict[str, set[str]]:
@@ -144,7 +144,7 @@ def read_text_tail(reader: PrefixReader, key: str, sub: str, limit: int = 64_000
 def live_folder(state: StepView) -> str:
     """Where a step's files are now: a running step writes into its attempt folder, which
     the executor commits into the output only when the step succeeds."""
-    if state.state == "RUNNING" and state.run_id:
+    if state.state is ViewState.RUNNING and state.run_id:
         return attempt_path(state.output_path, state.run_id)
     return state.output_path
 

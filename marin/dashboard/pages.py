@@ -1,7 +1,7 @@
 """What each page shows: plain functions from a ``PrefixReader`` to a template's context.
 
     context = experiment_page(reader, "20250101-120000-1a2b3c4d", state=None, show_all=False)
-    context["counts"]        # {"SUCCESS": 3, "RUNNING": 1}
+    context["counts"]        # {ViewState.RUNNING: 1, ViewState.SUCCEEDED: 3}
 
 They run in worker threads (they block on storage) and raise ``DashboardError`` for what
 the page must explain: an unknown step, an empty prefix, an unreadable record.
@@ -32,11 +32,17 @@ from marin.dashboard.outputs import (
     read_text_tail,
 )
 from marin.dashboard.reader import DashboardError, PrefixReader, StepView, step_key_of
-from marin.dashboard.records import InvocationRecord, InvocationStep, info_view, valid_time
+from marin.dashboard.records import (
+    InvocationRecord,
+    InvocationStep,
+    ViewState,
+    info_view,
+    valid_time,
+)
 from marin.dashboard.studies import study_rows, typed_fit, typed_result
 from marin.dashboard.trackers import runs_trackers, step_trackers
 
-STATES = ("FAILED", "STOPPED", "CORRUPT", "RUNNING", "CANCELLED", "PENDING", "SUCCESS")
+STATES = tuple(ViewState)  # in the order pages list them
 GRAPH_LIMIT = 300
 ROW_LIMIT = 500
 RUN_LIMIT = 12
@@ -76,7 +82,7 @@ def _scope(reader: PrefixReader, exp: str | None
     return reader.discover_steps(), {}, None
 
 
-def _counts(states: list[StepView]) -> dict[str, int]:
+def _counts(states: list[StepView]) -> dict[ViewState, int]:
     counts = Counter(s.state for s in states)
     return {state: counts[state] for state in STATES if counts[state]}
 
@@ -90,13 +96,13 @@ def experiments_page(reader: PrefixReader) -> dict[str, Any]:
     rows = []
     live = {s.key: s.state for s in states}
     for inv in invocations:
-        current = Counter(live.get(s.key, "PENDING") for s in inv.steps)
+        current = Counter(live.get(s.key, ViewState.PENDING) for s in inv.steps)
         if inv.error:
             status = "unreadable"
         elif inv.ended is not None:
             status = "finished"
         else:
-            status = "running" if current.get("RUNNING") else "stopped (no end recorded)"
+            status = "running" if current.get(ViewState.RUNNING) else "stopped (no end recorded)"
         rows.append({"inv": inv, "git_commit": (inv.git_commit or "")[:10],
                      "status": status,
                      "current": {s: current[s] for s in STATES if current.get(s)}})
@@ -106,7 +112,7 @@ def experiments_page(reader: PrefixReader) -> dict[str, Any]:
                  f"--prefix {reader.prefix} (or MARIN_PREFIX), then reload."
                  if reader.exists() else
                  f"{reader.prefix} does not exist (or is empty). Check the path; an executor "
-                 "creates it on its first run.")
+                 "creates it on its first invocation.")
     return {"invocations": rows, "all_count": len(keys), "all_counts": _counts(states),
             "empty": empty, "title": "Experiments"}
 
@@ -116,8 +122,7 @@ def experiment_page(reader: PrefixReader, inv: str, state: str | None,
     keys, planned, record = _scope(reader, inv)
     states = reader.step_states(keys, planned)
     counts = _counts(states)
-    problems = [s for s in states if s.state in ("FAILED", "STOPPED", "CORRUPT")
-                or s.info_error][:50]
+    problems = [s for s in states if s.state.is_problem or s.info_error][:50]
     graph = None
     if len(states) <= GRAPH_LIMIT:
         placed = layout_graph([(s.key, s.dependencies) for s in states])
@@ -271,7 +276,7 @@ def metrics_json(reader: PrefixReader, keys: list[str],
     for key in keys:
         state = known.get(key)
         curves = read_curves(_metrics_url(reader, key, state))
-        out[key] = {"state": state.state if state else "PENDING", **curves.to_json()}
+        out[key] = {"state": state.state if state else ViewState.PENDING, **curves.to_json()}
     return {"time": time.time(), "runs": out}
 
 

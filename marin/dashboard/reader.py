@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from marin.dashboard.confine import Confinement
-from marin.dashboard.records import StepView, info_view, status_fields
+from marin.dashboard.records import StepView, ViewState, info_view, status_fields
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
 from marin.execution.invocations import invocations_folder
 from marin.execution.lease import LeaseRecord
@@ -41,6 +41,7 @@ from marin.execution.status import (
 from marin.storage import Storage, get_storage
 
 _RAN = frozenset(state.value for state in StepState if state.ran)  # outcomes of an attempt
+_UNTIMED = frozenset({ViewState.RUNNING, ViewState.PENDING})  # no recorded duration shown
 _STEP_FOLDER = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
 _MAX_DEPTH = 8
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -218,12 +219,12 @@ class PrefixReader:
         running: list[StepView] = []
         for key, path, ok in zip(keys, paths, inside, strict=True):
             if not ok:
-                states.append(StepView(key, path, state="CORRUPT", error=_OUTSIDE.format(
+                states.append(StepView(key, path, state=ViewState.CORRUPT, error=_OUTSIDE.format(
                     path=status_path(path))))
                 continue
             state = StepView(key, path, **self._status_fields(key, path, next(statuses)))
             states.append(state)
-            if state.state == "RUNNING":
+            if state.state is ViewState.RUNNING:
                 running.append(state)
         leases = self.storage.read_many([lease_path(s.output_path) for s in running
                                          if self._record_inside(s.key, LEASE_FILE)])
@@ -231,9 +232,9 @@ class PrefixReader:
                                leases, strict=True):
             record = _lease(blob)
             if record is None or record.is_stale():
-                state.state = "STOPPED"
+                state.state = ViewState.STOPPED
                 state.error = state.error or ("its executor stopped without finishing (no live "
-                                              "lease); the next run takes it over")
+                                              "lease); the next invocation takes it over")
             else:
                 state.owner = record.describe()
         planned = planned or {}
@@ -244,11 +245,11 @@ class PrefixReader:
                 state.description = plan.description
                 state.dependencies = list(plan.dependencies)
                 state.nonblocking = list(plan.nonblocking)
-                if plan.seconds is not None and state.state not in ("RUNNING", "PENDING") \
+                if plan.seconds is not None and state.state not in _UNTIMED \
                         and plan.outcome in _RAN:
                     state.recorded_seconds = plan.seconds
         if with_info:
-            self._attach_infos([s for s in states if s.state != "PENDING" and (
+            self._attach_infos([s for s in states if s.state is not ViewState.PENDING and (
                 not planned or (s.recorded_seconds is None and s.action != "skip"))],
                 from_plan=bool(planned))
         return states
@@ -313,7 +314,7 @@ class PrefixReader:
             return None, None
         try:
             return StatusRecord.decode(blob.data), None
-        except (CorruptRecordError, RecursionError) as e:
+        except CorruptRecordError as e:
             return None, f"{path} is unreadable ({e})"
 
     def lease(self, key: str) -> LeaseRecord | None:

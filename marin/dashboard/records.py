@@ -2,7 +2,8 @@
 
     inv = decode_invocation("20250101-120000-1a2b3c4d.json", raw)   # an InvocationRecord
     inv.started, inv.steps[0].key, inv.problems   # 1735732800.0, "train/tiny-1a2b3c4d", ()
-    fields = status_fields("/p/train/tiny-1a2b3c4d", raw)   # StepView's fields, or CORRUPT
+    fields = status_fields("/p/train/tiny-1a2b3c4d", raw)   # {"state": ViewState.SUCCEEDED, ...}
+    ViewState.of(StepState.FAILED), ViewState.STOPPED.value  # ViewState.FAILED, "STOPPED"
     view = info_view(info)                                  # InfoView: created, user, ...
 
 Design note: records are written by executors of other versions, by hand, or damaged on
@@ -10,27 +11,57 @@ disk, so every field is checked once, where its type is defined, and pages and t
 only see typed values. A field of the wrong type is dropped and named in ``problems`` (the
 page shows the rest and one line about what was ignored); a record that is not one at all
 gets ``error``. Invocation records are ``marin.execution.invocation_record``'s type, which
-the executor writes and ``marin gc`` reads too.
+the executor writes and ``marin gc`` reads too; status files are read by the executor's own
+decoder (``StatusRecord.decode``), and a step's state on the pages is a ``ViewState``: the
+executor's stored states (``StepState``, spelled as ``.executor_status`` spells them) and
+the three only the dashboard knows (STOPPED, PENDING, CORRUPT).
 """
 
 from __future__ import annotations
 
+import enum
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
 from marin.execution.record_fields import FieldReader, finite_number, loads, valid_time
-from marin.execution.states import STORED_STATUSES
-from marin.execution.status import status_path
+from marin.execution.states import StepState
+from marin.execution.status import CorruptRecordError, StatusRecord, status_path
 
-__all__ = ["InfoView", "InvocationRecord", "InvocationStep", "StepView", "decode_invocation",
-           "finite_number", "info_view", "loads", "status_fields", "valid_time"]
-
-_SHOWN = 60  # characters of a bad value shown
+__all__ = ["InfoView", "InvocationRecord", "InvocationStep", "StepView", "ViewState",
+           "decode_invocation", "finite_number", "info_view", "loads", "status_fields",
+           "valid_time"]
 
 #: The invocation stored as ``name`` (``<id>.json``) from its bytes; never raises.
 decode_invocation = InvocationRecord.decode
+
+
+class ViewState(enum.StrEnum):
+    """A step's state as the pages show it, in the order they list states. The states a
+    status file records are the executor's (``StepState``), each spelled as the file
+    spells it (``StepState.stored``: ``SUCCESS``, ``FAILED``...); the dashboard adds three."""
+
+    FAILED = StepState.FAILED.stored
+    STOPPED = "STOPPED"
+    """RUNNING with a stale or missing lease: its executor died."""
+    CORRUPT = "CORRUPT"
+    """An unreadable status file (explained in ``StepView.error``)."""
+    RUNNING = StepState.RUNNING.stored
+    CANCELLED = StepState.CANCELLED.stored
+    PENDING = "PENDING"
+    """No status file yet."""
+    SUCCEEDED = StepState.SUCCEEDED.stored
+
+    @classmethod
+    def of(cls, state: StepState) -> ViewState:
+        """The view of a state a status file records (ValueError for one never stored)."""
+        return cls(state.stored)
+
+    @property
+    def is_problem(self) -> bool:
+        """The step needs a look: it failed, its executor died, or its status is unreadable."""
+        return self in (ViewState.FAILED, ViewState.STOPPED, ViewState.CORRUPT)
 
 
 @dataclass(frozen=True)
@@ -49,17 +80,11 @@ class InfoView:
 
 @dataclass
 class StepView:
-    """One step as the pages show it, read from its status, lease and info records (the
-    executor's own states are ``marin.execution.states.StepState``).
-
-    ``state`` is one of SUCCESS, FAILED, RUNNING, STOPPED (RUNNING with a stale or missing
-    lease: its executor died), CANCELLED, PENDING (no status yet) and CORRUPT (an unreadable
-    status file, explained in ``error``).
-    """
+    """One step as the pages show it, read from its status, lease and info records."""
 
     key: str
     output_path: str
-    state: str = "PENDING"
+    state: ViewState = ViewState.PENDING
     error: str | None = None
     started: float | None = None
     updated: float | None = None
@@ -88,7 +113,7 @@ class StepView:
             return self.recorded_seconds
         if self.started is None:
             return None
-        if self.state in ("RUNNING",):
+        if self.state is ViewState.RUNNING:
             return max(0.0, (now or time.time()) - self.started)
         if self.updated is not None and self.updated >= self.started:
             return self.updated - self.started
@@ -103,29 +128,22 @@ class StepView:
 
 
 def status_fields(output_path: str, raw: bytes | None) -> dict[str, Any]:
-    """The fields of a ``StepView`` from a status file's bytes: ``StatusRecord``'s format,
-    read without building the record (this runs for every step on every poll)."""
+    """The fields of a ``StepView`` from a status file's bytes (None: no file yet), decoded
+    by the executor's ``StatusRecord.decode``; never raises."""
     if raw is None:
-        return {"state": "PENDING"}
+        return {"state": ViewState.PENDING}
     try:
-        data = loads(raw)
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        state = data.get("status")
-        if not isinstance(state, str) or state not in STORED_STATUSES:
-            raise ValueError(f"unknown status {state!r}")
-    except ValueError as e:
-        return {"state": "CORRUPT",
-                "error": f"{status_path(output_path)} is unreadable (not a valid status "
-                         f"record: {e})"}
-    error = data.get("error") if state in ("FAILED", "CANCELLED") else None
-    return {"state": state, "error": None if error is None else str(error),
-            "updated": valid_time(data.get("time")) or None,
-            "host": _plain(data.get("host")), "run_id": _plain(data.get("run_id"))}
+        record = StatusRecord.decode(raw)
+    except CorruptRecordError as e:
+        return {"state": ViewState.CORRUPT,
+                "error": f"{status_path(output_path)} is unreadable ({e})"}
+    error = record.error if record.status in _WITH_ERROR else None
+    return {"state": ViewState.of(record.status), "error": None if error is None else str(error),
+            "updated": valid_time(record.time) or None, "host": record.host,
+            "run_id": record.run_id}
 
 
-def _plain(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)[:_SHOWN]
+_WITH_ERROR = frozenset({StepState.FAILED, StepState.CANCELLED})
 
 
 def info_view(info: dict[str, Any] | None, what: str = ".executor_info") -> InfoView | None:

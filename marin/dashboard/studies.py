@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from marin.dashboard.outputs import read_json_file
 from marin.dashboard.reader import PrefixReader, StepView
+from marin.dashboard.records import ViewState
 
 if TYPE_CHECKING:  # the study package is imported only when a study's files are read
     from marin.scaling_laws.study.artifacts import Prediction
@@ -45,7 +46,7 @@ class StudyRow:
     """
 
     name: str
-    state: str
+    state: ViewState
     labels: tuple[str, ...] = ()
     metric: str = ""
     predictions: tuple[Prediction, ...] = ()
@@ -95,7 +96,7 @@ def _newest(states: list[StepView]) -> StepView | None:
     config leaves its older steps in the folder)."""
     if not states:
         return None
-    return max(states, key=lambda s: (s.state == "SUCCESS", s.updated or 0.0, s.key))
+    return max(states, key=lambda s: (s.state is ViewState.SUCCEEDED, s.updated or 0.0, s.key))
 
 
 def typed_fit(reader: PrefixReader, key: str) -> tuple[Any, str | None]:

@@ -11,11 +11,12 @@
 """
 
 from marin.execution.compat import THIS_OUTPUT_PATH, InputName, OutputName, StepStatus
-from marin.execution.executor import Executor, RunResult, StepResult
+from marin.execution.executor import Executor, InvocationResult, RunResult
 from marin.execution.executor_main import ExecutorMainConfig, executor_main
 from marin.execution.experiments import Experiment
 from marin.execution.graph import StepCollection, StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
+from marin.execution.outcome import StepOutcome
 from marin.execution.planning import Plan, PlanEntry
 from marin.execution.resuming import resumable
 from marin.execution.states import StepState
@@ -39,6 +40,7 @@ __all__ = [
     "ExecutorStep",
     "Experiment",
     "InputName",
+    "InvocationResult",
     "OutputName",
     "Plan",
     "PlanEntry",
@@ -46,8 +48,8 @@ __all__ = [
     "StepCollection",
     "StepGraph",
     "StepGraphError",
+    "StepOutcome",
     "StepResources",
-    "StepResult",
     "StepState",
     "StepStatus",
     "UnhashableConfigError",

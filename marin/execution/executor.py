@@ -2,7 +2,7 @@
 
     executor = Executor(prefix="gs://my-bucket/experiments", max_concurrent=4)
     plan = executor.plan(steps)              # no side effects
-    result = executor.run(steps)             # RunResult; result.ok is False if any failed
+    result = executor.run(steps)             # InvocationResult; result.ok: nothing failed
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import signal
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from marin._lazy import lazy_exports
@@ -31,6 +31,7 @@ from marin.execution.ids import time_ordered_id
 from marin.execution.invocation_record import ExperimentId
 from marin.execution.invocations import record_invocation
 from marin.execution.observers import observed
+from marin.execution.outcome import StepOutcome
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
 from marin.execution.prefix_guard import planning_guard
 from marin.execution.progress import Progress, SilentProgress
@@ -44,7 +45,7 @@ from marin.execution.step import (
     unversioned,
     versioned,
 )
-from marin.execution.worker import StepJob, StepOutcome
+from marin.execution.worker import StepJob
 from marin.storage import get_storage
 
 # Marin's import path for the front end's names: ``executor_main``'s module imports this
@@ -54,9 +55,9 @@ __getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(
     _FRONT_END, "marin.execution.executor_main"))
 
 __all__ = [
-    "THIS_OUTPUT_PATH", "Executor", "ExecutorStep", "InputName", "OutputName", "RunResult",
-    "StepResult", "StepStatus", "output_path_of", "this_output_path", "unversioned",
-    "versioned", *_FRONT_END,
+    "THIS_OUTPUT_PATH", "Executor", "ExecutorStep", "InputName", "InvocationResult",
+    "OutputName", "RunResult", "StepOutcome", "StepStatus", "output_path_of",
+    "this_output_path", "unversioned", "versioned", *_FRONT_END,
 ]
 
 
@@ -67,34 +68,22 @@ DEFAULT_LEASE_TTL = 60.0
 
 
 @dataclass
-class StepResult:
-    name: str
-    key: str
-    output_path: str
-    state: StepState
-    seconds: float = 0.0
-    error: str | None = None
-    traceback: str | None = None
+class InvocationResult:
+    """What one invocation of the executor (``Executor.run``) did: its plan and how each
+    planned step ended."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "key": self.key, "output_path": self.output_path,
-                "state": self.state, "seconds": round(self.seconds, 3), "error": self.error}
-
-
-@dataclass
-class RunResult:
     plan: Plan
-    steps: list[StepResult] = field(default_factory=list)
+    steps: list[StepOutcome] = field(default_factory=list)
     interrupted: bool = False
     interrupt_signal: int | None = None
-    """The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM, SIGHUP)."""
+    """The signal that interrupted the invocation (SIGINT for Ctrl-C, SIGTERM, SIGHUP)."""
 
     @property
     def ok(self) -> bool:
         return not self.interrupted and not self.failed
 
     @property
-    def failed(self) -> list[StepResult]:
+    def failed(self) -> list[StepOutcome]:
         return [s for s in self.steps if s.state.is_failure]
 
     def by_state(self) -> dict[StepState, int]:
@@ -115,6 +104,10 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "interrupted": self.interrupted, "counts": self.by_state(),
                 "steps": [s.to_json() for s in self.steps]}
+
+
+#: The earlier name of ``InvocationResult`` ("run" now names a training run only).
+RunResult = InvocationResult
 
 
 def check_positive(name: str, value: float | None, integer: bool = False) -> None:
@@ -227,7 +220,7 @@ class Executor:
     def plan(self, steps: StepGraph | Sequence[ExecutorStep],
              run_only: Sequence[str] | None = None, force_run_failed: bool = True, *,
              force_run: Sequence[str] | None = None) -> Plan:
-        """What a run would do and why; ``steps`` is a ``StepGraph`` (planned as it is) or
+        """What an invocation would do and why; ``steps`` is a ``StepGraph`` (planned as it is) or
         a list of steps (``graph``); ``force_run`` (regular expressions) reruns matching
         steps that succeeded before. Messages name options by their field (`` `run_only` ``)."""
         graph = self.graph(steps)
@@ -239,7 +232,7 @@ class Executor:
     def run(self, steps: StepGraph | Sequence[ExecutorStep],
             run_only: Sequence[str] | None = None, force_run_failed: bool = True,
             progress: Progress | None = None, *, force_run: Sequence[str] | None = None,
-            experiment: str | ExperimentId | None = None) -> RunResult:
+            experiment: str | ExperimentId | None = None) -> InvocationResult:
         """Run what the plan says; ``experiment`` names the experiment in the invocation
         record (``marin.execution.invocations``)."""
         # From the plan until the invocation record names its steps, no gc deletes here.
@@ -254,12 +247,12 @@ class Executor:
             progress = guard.released_after_start(
                 record_invocation(self.prefix, self.storage, progress or SilentProgress(),
                                   experiment))
-            return _Run(self, plan, runner, observed(progress)).execute()
+            return _Invocation(self, plan, runner, observed(progress)).execute()
 
 
-class _Run:
+class _Invocation:
     """The scheduling loop of one ``Executor.run``. A step is submitted once each of its
-    dependencies in the run has succeeded, or, for a nonblocking one, been submitted: the
+    dependencies in the invocation has succeeded, or, for a nonblocking one, been submitted: the
     runner starts jobs in the order they come, so the dependency starts first."""
 
     def __init__(self, executor: Executor, plan: Plan, runner: Runner, progress: Progress):
@@ -268,14 +261,14 @@ class _Run:
         self.runner = runner
         self.progress = progress
         self.run_id = time_ordered_id()
-        self.result = RunResult(plan)
+        self.result = InvocationResult(plan)
         self.dependents = plan.graph.dependents()
         self.waiting_on: dict[StepNode, int] = {}
         self.in_flight: dict[Future[StepOutcome], PlanEntry] = {}
         self._settled: set[StepNode] = set()
         self._submitted: set[StepNode] = set()
 
-    def execute(self) -> RunResult:
+    def execute(self) -> InvocationResult:
         todo = [e for e in self.plan.entries if e.action != "skip"]
         todo_nodes = {e.node for e in todo}
         for entry in todo:  # before any skip is recorded: a refused failure blocks these
@@ -283,8 +276,8 @@ class _Run:
         for entry in self.plan.entries:
             if entry.action == "skip":
                 self._record_skip(entry)
-        try:  # from here a Ctrl-C reports the run as interrupted, whatever it was doing
-            self.progress.run_started(self.plan, len(todo))
+        try:  # from here a Ctrl-C reports the invocation as interrupted, whatever it was doing
+            self.progress.invocation_started(self.plan, len(todo))
             self._submit_ready([e.node for e in todo if self.waiting_on[e.node] == 0])
             while self.in_flight:
                 done, _ = wait(list(self.in_flight), return_when=FIRST_COMPLETED)
@@ -294,13 +287,13 @@ class _Run:
             self._interrupt(getattr(e, "signum", signal.SIGINT))
         finally:
             self.runner.shutdown()
-            self.progress.run_finished()
+            self.progress.invocation_finished()
         return self.result
 
     def _record_skip(self, entry: PlanEntry) -> None:
         state = StepState.FAILED if entry.refused_failure else StepState.SKIPPED
         error = entry.reason if entry.refused_failure else None
-        self._add_result(entry, state, error=error)
+        self._add_result(entry, StepOutcome(entry.node.key, state, error=error))
         if entry.refused_failure:
             self._block_dependents(entry, started=False)
 
@@ -346,7 +339,7 @@ class _Run:
         except Exception as e:  # the runner or the storage failed, not the step itself
             outcome = StepOutcome(entry.node.key, StepState.FAILED, 0.0, f"{type(e).__name__}: {e}")
         self.progress.step_finished(entry, outcome)
-        self._add_result(entry, outcome.state, outcome.seconds, outcome.error, outcome.traceback)
+        self._add_result(entry, outcome)
         if outcome.state.is_done:
             self._submit_ready(self._released(entry.node, started=False))
         else:
@@ -364,14 +357,15 @@ class _Run:
             entry = self.plan.entry_of(node)
             reason = f"dependency {failed.node.key} did not succeed"
             self.progress.step_blocked(entry, reason)
-            self._add_result(entry, StepState.BLOCKED, error=reason)
+            self._add_result(entry, StepOutcome(entry.node.key, StepState.BLOCKED, error=reason))
             stack.extend(self.dependents[node])
 
-    def _add_result(self, entry: PlanEntry, state: StepState, seconds: float = 0.0,
-                    error: str | None = None, tb: str | None = None) -> None:
+    def _add_result(self, entry: PlanEntry, outcome: StepOutcome) -> None:
+        """Settle ``entry`` with ``outcome``, named after the plan's step (a runner's
+        outcome knows the step by its key only)."""
         self._settled.add(entry.node)
-        self.result.steps.append(StepResult(entry.name, entry.node.key, entry.output_path,
-                                            state, seconds, error, tb))
+        self.result.steps.append(replace(
+            outcome, name=entry.name, output_path=entry.output_path))
 
     def _interrupt(self, signum: int) -> None:
         self.result.interrupted = True
@@ -383,5 +377,6 @@ class _Run:
         self.runner.cancel_running(reason)
         for future, entry in self.in_flight.items():
             future.cancel()
-            self._add_result(entry, StepState.CANCELLED, error=reason)
+            self._add_result(entry, StepOutcome(entry.node.key, StepState.CANCELLED,
+                                                error=reason))
         self.in_flight.clear()

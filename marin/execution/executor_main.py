@@ -3,7 +3,7 @@
     # experiments/tiny.py
     steps = [tokenize, train]
     if __name__ == "__main__":
-        result = executor_main(steps, description="a tiny sweep")   # RunResult, or Plan
+        result = executor_main(steps, description="a tiny sweep")   # InvocationResult, or Plan
 
     # an experiment with options of its own (see marin.execution.experiments.Experiment)
     experiment = Experiment(build, options=SweepOptions, preflight=refusal)
@@ -44,7 +44,7 @@ from marin.execution.command_line import (
     parse_invocation,
 )
 from marin.execution.errors import one_line
-from marin.execution.executor import Executor, RunResult, gc_paused, signals_interrupt
+from marin.execution.executor import Executor, InvocationResult, gc_paused, signals_interrupt
 from marin.execution.experiments import Experiment, experiment_id
 from marin.execution.graph import StepCollection, StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
@@ -77,10 +77,10 @@ def resolve_prefix(prefix: str | None) -> str:
 def executor_main(steps: Sequence[ExecutorStep] | StepCollection | Experiment,
                   description: str | None = None, args: Sequence[str] | None = None, *,
                   exit_on_failure: bool = True
-                  ) -> RunResult | Plan:
+                  ) -> InvocationResult | Plan:
     """Parse the command line, then plan (``--dry-run``) or run ``steps`` (a list, a
     ``StepCollection`` such as an IsoFLOP study, or an ``Experiment`` with options of its
-    own). Returns the ``RunResult`` of the run, or the
+    own). Returns the ``InvocationResult`` of the invocation, or the
     ``Plan`` of a dry run; each step's output path and state are in it.
 
     ``--help`` prints the options and exits 0; a usage or configuration error exits 2. A
@@ -100,7 +100,7 @@ def executor_main(steps: Sequence[ExecutorStep] | StepCollection | Experiment,
         _fail_usage(str(e))
     result = run_invocation(invocation, entry_point(), Style.DRACCUS)
     code = exit_code(result)
-    if code and (exit_on_failure or not isinstance(result, (RunResult, Plan))):
+    if code and (exit_on_failure or not isinstance(result, (InvocationResult, Plan))):
         sys.exit(code)
     return result  # type: ignore[return-value]
 
@@ -118,8 +118,8 @@ def entry_point() -> str:
     return sys.argv[0] if sys.argv and sys.argv[0] else "<interactive>"
 
 
-def exit_code(result: RunResult | Plan | int) -> int:
-    """0 for a plan or a run that succeeded; 1 for a failed run, 128 + the signal for an
+def exit_code(result: InvocationResult | Plan | int) -> int:
+    """0 for a plan or an invocation that succeeded; 1 for a failed one, 128 + the signal for an
     interrupted one; an int is a usage error's status already."""
     if isinstance(result, int):
         return result
@@ -131,9 +131,9 @@ def exit_code(result: RunResult | Plan | int) -> int:
 
 
 def run_invocation(invocation: Invocation, experiment: str, style: Style
-                   ) -> RunResult | Plan | int:
+                   ) -> InvocationResult | Plan | int:
     """Plan or run what ``invocation`` asks, printing as its options say: the ``Plan`` of a
-    dry run, the ``RunResult`` of a run, or 2 after a one-line error. ``experiment`` names
+    dry run, the ``InvocationResult`` of a run, or 2 after a one-line error. ``experiment`` names
     the experiment in the invocation record (``<prefix>/.marin/invocations``).
 
     The steps were walked once (``invocation.order``); the overrides are applied to that
@@ -192,8 +192,8 @@ def run_invocation(invocation: Invocation, experiment: str, style: Style
         _print_error(style.spell(one_line(e)))
         return 2
     _spell_plan(result.plan, style)
-    for step in result.steps:
-        step.error = style.spell(step.error) if step.error else step.error
+    result.steps = [dataclasses.replace(step, error=style.spell(step.error)) if step.error
+                    else step for step in result.steps]
     if options.json:
         print(dumps_report({"plan": result.plan.to_json(), "result": result.to_json()}))
     else:
@@ -203,7 +203,7 @@ def run_invocation(invocation: Invocation, experiment: str, style: Style
 
 
 def _preflight(invocation: Invocation) -> str | None:
-    """The experiment's refusal of a real run, if it declares a preflight (never called
+    """The experiment's refusal of a real invocation, if it declares a preflight (never called
     for a dry run or ``--help``)."""
     hook = invocation.experiment.preflight
     return hook(invocation.experiment_options, invocation.options) if hook else None

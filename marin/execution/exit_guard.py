@@ -18,7 +18,7 @@ __all__ = ["StepExitError", "exit_guard"]
 
 
 class StepExitError(BaseException):
-    """A step called ``os._exit``; raised in its place so the run records the step."""
+    """A step called ``os._exit``; raised in its place so the invocation records the step."""
 
 
 _IN_STEP = threading.local()

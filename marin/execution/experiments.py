@@ -14,7 +14,7 @@ An experiment is a Python file or module with a module-level ``experiment`` (an
 does), or a function ``steps()`` that returns one.
 ``Experiment`` is the one place an experiment declares its own options (a frozen dataclass
 parsed with the executor's options, by the same rules), the ``steps`` built from them, a
-``preflight`` that may refuse a real run in one line (never called for ``--help`` or a dry
+``preflight`` that may refuse a real invocation in one line (never called for ``--help`` or a dry
 run), and ``after``, called with the result (the run's, or the plan of a dry run) and the
 options. A step built with a name or sub-path that cannot be a path
 under the prefix (``ExecutorStep("..", ...)``, ``this_output_path("../x")``) is reported as
@@ -66,10 +66,10 @@ class Experiment:
         steps: the steps (a list, or a ``StepCollection`` such as an IsoFLOP study), or a
             function of the options that builds them.
         options: a frozen dataclass of the experiment's own options (``--FIELD VALUE``).
-        preflight: ``preflight(options, executor_options)`` before a real run: a one-line
+        preflight: ``preflight(options, executor_options)`` before a real invocation: a one-line
             refusal, or None to go on.
-        description: printed above the plan or the run.
-        after: ``after(result, options)`` once the plan or the run is done (not with
+        description: printed above the plan or the invocation's progress.
+        after: ``after(result, options)`` once the plan or the invocation is done (not with
             ``--json``): the experiment's own report.
     """
 
@@ -104,7 +104,7 @@ def experiment_of_module(module: ModuleType) -> Experiment:
 
 
 def experiment_id(label: str, experiment: Experiment, options: Any) -> ExperimentId:
-    """Which experiment a run of ``label`` (a file's path as typed, or a module's name)
+    """Which experiment an invocation of ``label`` (a file's path as typed, or a module's name)
     with the experiment's ``options`` is: its script's resolved path and its name."""
     script = _script_of(label)
     base = Path(script).stem if script else label

@@ -21,10 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from marin.execution.outcome import StepOutcome
 from marin.execution.record_fields import FieldReader, loads, shown
 from marin.execution.states import StepState
 
-__all__ = ["ExperimentId", "InvocationRecord", "InvocationStep", "StepEnd"]
+__all__ = ["ExperimentId", "InvocationRecord", "InvocationStep"]
 
 
 _DONE = (StepState.SUCCEEDED.value, StepState.REUSED.value)
@@ -43,16 +44,7 @@ class ExperimentId:
     name: str | None = None
     """The experiment's name: the file's stem or the module's name, followed by each of
     the experiment's own options given a value other than its default (``isoflop
-    --budget=3e+18``); for a run from code, the name it was given."""
-
-
-@dataclass(frozen=True)
-class StepEnd:
-    """How one step ended in the invocation."""
-
-    outcome: str
-    seconds: float | None = None
-    error: str | None = None
+    --budget=3e+18``); for an invocation from code, the name it was given."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +102,7 @@ class InvocationRecord:
     """The experiment as its front end names it (the script's path or the module)."""
     script: str | None = None
     """The resolved path of the experiment's file (``ExperimentId.script``); None in a
-    record of format 1 or 2, or for a run started from code."""
+    record of format 1 or 2, or for an invocation started from code."""
     name: str | None = None
     """The experiment's name (``ExperimentId.name``); None in a record of format 1 or 2."""
     argv: tuple[str, ...] = ()
@@ -146,16 +138,20 @@ class InvocationRecord:
                                    and s.status_at_plan in _SUCCEEDED)
             for s in self.steps)
 
-    def finished(self, ends: Mapping[str, StepEnd], ended: float) -> InvocationRecord:
-        """The record at the end: each step's end (``ends`` by key; a step without one was
-        skipped by the plan, or cancelled), the counts by outcome, the end time."""
+    def finished(self, ends: Mapping[str, StepOutcome], ended: float) -> InvocationRecord:
+        """The record at the end: each step's outcome (``ends`` by key; a step without one
+        was skipped by the plan, or cancelled: its ``seconds`` stay None), the counts by
+        outcome, the end time."""
         steps = []
         for step in self.steps:
-            end = ends.get(step.key) or StepEnd(
-                (StepState.SKIPPED if step.action == "skip" else StepState.CANCELLED).value)
-            seconds = None if end.seconds is None else round(end.seconds, 3)
-            steps.append(dataclasses.replace(step, outcome=end.outcome, seconds=seconds,
-                                             error=end.error))
+            end = ends.get(step.key)
+            if end is None:
+                missing = StepState.SKIPPED if step.action == "skip" else StepState.CANCELLED
+                steps.append(dataclasses.replace(step, outcome=missing.value, seconds=None,
+                                                 error=None))
+                continue
+            steps.append(dataclasses.replace(step, outcome=end.state.value,
+                                             seconds=round(end.seconds, 3), error=end.error))
         counts: dict[str, int] = {}
         for step in steps:
             counts[step.outcome] = counts.get(step.outcome, 0) + 1

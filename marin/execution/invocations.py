@@ -4,17 +4,17 @@
     executor.run(steps, progress=progress)
     # <prefix>/.marin/invocations/20250101-120000-1a2b3c4d.json
 
-The record names the experiment (as the front end that started the run names it: the
+The record names the experiment (as the front end that started the invocation names it: the
 script's path or the module, never guessed from the command line; and the script's
 resolved path and the experiment's name, ``ExperimentId``), the user, host, git
 commit, start and end time, and every step of the plan: its key, output path,
 dependencies, the plan's action and reason, and how it ended in this invocation. It is
-written when the run starts and rewritten when it ends; ``marin dashboard`` and ``marin gc``
+written when the invocation starts and rewritten when it ends; ``marin dashboard`` and ``marin gc``
 read it. Its type and format are ``marin.execution.invocation_record.InvocationRecord``.
 
-Design note: the recorder wraps the run's ``Progress`` instead of adding code to the
+Design note: the recorder wraps the invocation's ``Progress`` instead of adding code to the
 scheduling loop, so the executor calls one function and knows nothing of the format.
-Failing to write the record is logged and never fails the run.
+Failing to write the record is logged and never fails the invocation.
 """
 
 from __future__ import annotations
@@ -33,15 +33,14 @@ from marin.execution.invocation_record import (
     ExperimentId,
     InvocationRecord,
     InvocationStep,
-    StepEnd,
 )
+from marin.execution.outcome import StepOutcome
 from marin.execution.states import StepState
 from marin.execution.status import current_user, git_commit
 
 if TYPE_CHECKING:
     from marin.execution.planning import Plan, PlanEntry
     from marin.execution.progress import Progress
-    from marin.execution.worker import StepOutcome
     from marin.storage import Storage
 
 logger = logging.getLogger("marin.executor")
@@ -55,7 +54,7 @@ def invocations_folder(prefix: str) -> str:
 
 def record_invocation(prefix: str, storage: Storage, progress: Progress,
                       experiment: str | ExperimentId | None = None) -> Progress:
-    """``progress``, wrapped so that the run's start and end are recorded under ``prefix``.
+    """``progress``, wrapped so that the invocation's start and end are recorded under ``prefix``.
     ``experiment`` is the experiment as the front end knows it (``ExperimentId``), or a
     name given by code (``Executor.run(experiment="sweep")``: its name, with no script);
     without one (``Executor.run`` called from code) the record says so."""
@@ -64,7 +63,7 @@ def record_invocation(prefix: str, storage: Storage, progress: Progress,
     return _InvocationRecorder(prefix, storage, progress, experiment)
 
 
-#: The experiment of a run started from code that named none.
+#: The experiment of an invocation started from code that named none.
 UNNAMED = "(unnamed: Executor.run from code)"
 
 
@@ -77,9 +76,9 @@ class _InvocationRecorder:
         self._id = time_ordered_id()
         self._path = f"{invocations_folder(prefix)}/{self._id}.json"
         self._record: InvocationRecord | None = None
-        self._ends: dict[str, StepEnd] = {}
+        self._ends: dict[str, StepOutcome] = {}
 
-    def run_started(self, plan: Plan, pending: int) -> None:
+    def invocation_started(self, plan: Plan, pending: int) -> None:
         self._record = InvocationRecord(
             id=self._id, prefix=plan.prefix, experiment=self._experiment.label,
             script=self._experiment.script, name=self._experiment.name,
@@ -87,22 +86,22 @@ class _InvocationRecorder:
             host=socket.gethostname(), pid=os.getpid(), git_commit=git_commit(),
             started=time.time(), steps=tuple(_planned(e) for e in plan.entries))
         self._write()
-        self._inner.run_started(plan, pending)
+        self._inner.invocation_started(plan, pending)
 
     def step_started(self, entry: PlanEntry) -> None:
         self._inner.step_started(entry)
 
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None:
-        self._ends[entry.node.key] = StepEnd(outcome.state.value, outcome.seconds,
-                                             outcome.error)
+        self._ends[entry.node.key] = outcome
         self._inner.step_finished(entry, outcome)
 
     def step_blocked(self, entry: PlanEntry, reason: str) -> None:
-        self._ends[entry.node.key] = StepEnd(StepState.BLOCKED.value, 0.0, reason)
+        self._ends[entry.node.key] = StepOutcome(entry.node.key, StepState.BLOCKED,
+                                                 error=reason)
         self._inner.step_blocked(entry, reason)
 
-    def run_finished(self) -> None:
-        self._inner.run_finished()
+    def invocation_finished(self) -> None:
+        self._inner.invocation_finished()
         if self._record is None:
             return
         self._record = self._record.finished(self._ends, time.time())
@@ -112,7 +111,7 @@ class _InvocationRecorder:
         try:
             self._storage.write(self._path, json.dumps(self._record.to_json(),
                                                        default=str).encode())
-        except Exception as e:  # a record is a convenience; the run goes on without it
+        except Exception as e:  # a record is a convenience; the invocation goes on without it
             logger.warning("could not record this invocation at %s: %s", self._path, e)
 
 

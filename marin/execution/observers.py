@@ -1,6 +1,7 @@
-"""Run observers: packages that watch every run, found through entry points.
+"""Invocation observers: packages that watch every invocation of the executor, found
+through entry points (the group keeps its name, ``marin.run_observers``).
 
-    progress = observed(progress)      # in Executor.run, around the run's Progress
+    progress = observed(progress)      # in Executor.run, around the invocation's Progress
 
 A package declares an observer in its ``pyproject.toml``:
 
@@ -11,7 +12,7 @@ A package declares an observer in its ``pyproject.toml``:
 services publish live step states and step logs this way. The executor names no observer:
 core reaches other packages only through entry points.
 
-An observer that fails to load is logged once and left out; it never fails the run.
+An observer that fails to load is logged once and left out; it never fails the invocation.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ logger = logging.getLogger("marin.executor")
 
 GROUP = "marin.run_observers"
 
-registry.declare_group(GROUP, expected="a callable that takes the run's Progress and "
+registry.declare_group(GROUP, expected="a callable that takes the invocation's Progress and "
                        "returns a Progress", fits=callable)
 
 
@@ -37,7 +38,7 @@ def _observers() -> tuple[Callable[[Any], Any], ...]:
     for name in registry.names(GROUP):
         try:
             found.append(registry.load(GROUP, name))
-        except registry.PluginError as e:  # a broken observer costs its feature, not the run
+        except registry.PluginError as e:  # a broken observer costs its feature, not the invocation
             logger.warning("run observer left out: %s", e)
     return tuple(found)
 

@@ -55,7 +55,7 @@ class ExecutorMainConfig:
     run_only: list[str] = field(default_factory=list, metadata=_doc(
         "regular expressions: run only matching steps and what they depend on"))
     force_run_failed: bool = field(default=True, metadata=_doc(
-        "retry steps that failed in an earlier run (false, or --no-retry-failed: report "
+        "retry steps that failed in an earlier invocation (false, or --no-retry-failed: report "
         "them as failed instead)", negation="no-retry-failed"))
     force_run: list[str] = field(default_factory=list, metadata=_doc(
         "regular expressions: run matching steps again even if they succeeded before"))

@@ -51,7 +51,7 @@ class PlanOptions:
 
     Attributes:
         run_only: regular expressions; only matching steps and their dependencies run.
-        force_run_failed: retry steps that failed in an earlier run.
+        force_run_failed: retry steps that failed in an earlier invocation.
         force_run: regular expressions; matching steps run even if they succeeded before.
 
     Messages name an option by its field in backquotes (`` `run_only` ``); a front end
@@ -288,7 +288,7 @@ def _resolve_running(entries: list[PlanEntry], storage: Storage) -> None:
         record = None if blob is None else LeaseRecord.decode(blob.data)
         reason = None if record is None else record.takeover_reason()
         if record is None:
-            entry.reason = "a previous run stopped without finishing (no lease); taking over"
+            entry.reason = "a previous invocation stopped without finishing (no lease); taking over"
         elif reason is None:
             entry.action = "wait"
             entry.reason = f"running in another executor: {record.describe()}"
@@ -302,8 +302,8 @@ def _resolve_running(entries: list[PlanEntry], storage: Storage) -> None:
             entry.warnings.append(warning)
             entry.reason = "lease renewed in the future (clock skew); taking over"
         else:
-            entry.reason = (f"a previous run stopped without finishing (lease of {record.owner} "
-                            "is stale); taking over")
+            entry.reason = (f"a previous invocation stopped without finishing (lease of "
+                            f"{record.owner} is stale); taking over")
 
 
 def _explain_new_versions(entries: list[PlanEntry], storage: Storage) -> None:

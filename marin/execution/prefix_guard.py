@@ -87,7 +87,7 @@ class _Guard:
         self.release()
 
     def released_after_start(self, progress: Any) -> Any:
-        """``progress``, releasing this guard once its ``run_started`` has returned (the
+        """``progress``, releasing this guard once its ``invocation_started`` has returned (the
         invocation record naming every planned step is written by then)."""
         return _ReleaseAfterStart(progress, self)
 
@@ -96,9 +96,9 @@ class _ReleaseAfterStart:
     def __init__(self, inner: Any, guard: _Guard):
         self._inner, self._guard = inner, guard
 
-    def run_started(self, *args: Any) -> None:
+    def invocation_started(self, *args: Any) -> None:
         try:
-            self._inner.run_started(*args)
+            self._inner.invocation_started(*args)
         finally:
             self._guard.release()
 

@@ -1,4 +1,4 @@
-"""Progress of a real run: a rich live view on a terminal, plain log lines elsewhere.
+"""Progress of an invocation: a rich live view on a terminal, plain log lines elsewhere.
 
     progress = progress_for(Console())    # LiveProgress on a TTY, LineProgress otherwise
     executor.run(steps, progress=progress)
@@ -11,28 +11,28 @@ from typing import TYPE_CHECKING, Protocol
 
 from marin.execution.states import StepState
 
-if TYPE_CHECKING:  # rich is imported when a run shows progress, not with the executor
+if TYPE_CHECKING:  # rich is imported when an invocation shows progress, not with the executor
     from rich.console import Console, Group
     from rich.live import Live
 
+    from marin.execution.outcome import StepOutcome
     from marin.execution.planning import Plan, PlanEntry
-    from marin.execution.worker import StepOutcome
 
 
 class Progress(Protocol):
-    def run_started(self, plan: Plan, pending: int) -> None: ...
+    def invocation_started(self, plan: Plan, pending: int) -> None: ...
     def step_started(self, entry: PlanEntry) -> None: ...
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None: ...
     def step_blocked(self, entry: PlanEntry, reason: str) -> None: ...
-    def run_finished(self) -> None: ...
+    def invocation_finished(self) -> None: ...
 
 
 class SilentProgress:
-    def run_started(self, plan: Plan, pending: int) -> None: ...
+    def invocation_started(self, plan: Plan, pending: int) -> None: ...
     def step_started(self, entry: PlanEntry) -> None: ...
     def step_finished(self, entry: PlanEntry, outcome: StepOutcome) -> None: ...
     def step_blocked(self, entry: PlanEntry, reason: str) -> None: ...
-    def run_finished(self) -> None: ...
+    def invocation_finished(self) -> None: ...
 
 
 #: How a line or the live table labels each outcome.
@@ -118,7 +118,7 @@ class LineProgress:
         self.console.print(f"[{elapsed:7.1f}s] {text}", markup=False, highlight=False,
                            soft_wrap=True)
 
-    def run_started(self, plan: Plan, pending: int) -> None:
+    def invocation_started(self, plan: Plan, pending: int) -> None:
         totals = plan.totals()
         self._eta.planned(plan)
         self._line(f"{totals['run']} steps to run, {totals['wait']} running elsewhere, "
@@ -140,7 +140,7 @@ class LineProgress:
         self._eta.finished(entry.node.key, False)
         self._line(f"blocked {entry.node.key}: {reason}")
 
-    def run_finished(self) -> None:
+    def invocation_finished(self) -> None:
         self._line("finished")
 
 
@@ -157,7 +157,7 @@ class LiveProgress:
         self._running: dict[str, float] = {}
         self._eta = FlopEta()
 
-    def run_started(self, plan: Plan, pending: int) -> None:
+    def invocation_started(self, plan: Plan, pending: int) -> None:
         from rich.live import Live
 
         self._pending = pending
@@ -188,7 +188,7 @@ class LiveProgress:
         self._eta.finished(entry.node.key, False)
         self._refresh()
 
-    def run_finished(self) -> None:
+    def invocation_finished(self) -> None:
         if self._live is not None:
             self._live.update(self._render())
             self._live.stop()

@@ -25,7 +25,7 @@ from marin.execution.states import StepState
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from marin.execution.executor import RunResult
+    from marin.execution.executor import InvocationResult
 
 _ACTION_STYLE = {"run": "bold yellow", "skip": "green", "wait": "cyan"}
 
@@ -215,7 +215,7 @@ def _totals_line(plan: Plan) -> Text:
     return line
 
 
-def print_result(result: RunResult, console: Console) -> None:
+def print_result(result: InvocationResult, console: Console) -> None:
     style = "green" if result.ok else "red"
     first, *rest = result.summary().splitlines()
     console.print(Text(first, style=f"bold {style}"))

@@ -8,9 +8,10 @@
 
 A state is what one layer knows of a step: the status file records RUNNING, SUCCEEDED,
 FAILED or CANCELLED; a worker reports one of SUCCEEDED, REUSED, FAILED, LOST_LEASE or
-CANCELLED; a run adds SKIPPED and BLOCKED for steps it did not submit. Every layer uses
-this enum, and JSON (plans, results, invocation records, published states) spells each
-state by its value.
+CANCELLED (in a ``StepOutcome``); an invocation of the executor adds SKIPPED and BLOCKED
+for steps it did not submit. Every layer uses this enum (the dashboard's ``ViewState``
+spells the stored ones as status files do), and JSON (plans, results, invocation records,
+published states) spells each state by its value.
 
 Design note: ``.executor_status`` files keep the spelling they have always had
 (``SUCCESS``, ``FAILED``, ``RUNNING``, ``CANCELLED``), so prefixes written before and
@@ -29,9 +30,9 @@ class StepState(enum.StrEnum):
     RUNNING = "running"
     """An attempt holds the step's lease (status file) or the runner has it (live)."""
     SUCCEEDED = "succeeded"
-    """The step's output is committed: by this run's attempt, or (status file) by any."""
+    """The step's output is committed: by this invocation's attempt, or (status file) by any."""
     REUSED = "reused"
-    """Another executor committed the output while this run waited for the lease."""
+    """Another executor committed the output while this invocation waited for the lease."""
     SKIPPED = "skipped"
     """Not submitted: already succeeded, or not selected by ``run_only``."""
     FAILED = "failed"
@@ -39,7 +40,7 @@ class StepState(enum.StrEnum):
     LOST_LEASE = "lost_lease"
     """Another executor took the lease over while the attempt ran; nothing committed."""
     CANCELLED = "cancelled"
-    """Interrupted (Ctrl-C, TERM, HUP) before it finished; the next run resumes it."""
+    """Interrupted (Ctrl-C, TERM, HUP) before it finished; the next invocation resumes it."""
     BLOCKED = "blocked"
     """Not started: a dependency did not succeed."""
 
@@ -50,17 +51,17 @@ class StepState(enum.StrEnum):
 
     @property
     def is_failure(self) -> bool:
-        """The step ended without its output; a run with one is not ``ok``."""
+        """The step ended without its output; an invocation with one is not ``ok``."""
         return self in _FAILURE
 
     @property
     def is_final(self) -> bool:
-        """Nothing more will happen to the step in this run."""
+        """Nothing more will happen to the step in this invocation."""
         return self is not StepState.RUNNING
 
     @property
     def ran(self) -> bool:
-        """An attempt of this run executed the step's function (or was cut short)."""
+        """An attempt of this invocation executed the step's function (or was cut short)."""
         return self in _RAN
 
     @property

@@ -87,15 +87,17 @@ class StatusRecord:
             data = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
             return cls(
                 status=StepState.from_stored(data["status"]),
-                run_id=str(data.get("run_id", "")),
+                run_id=_text(data.get("run_id")),
                 time=float(data.get("time", 0.0)),
                 code_fingerprint=str(data.get("code_fingerprint", "")),
                 error=data.get("error"),
                 traceback=data.get("traceback"),
-                host=str(data.get("host", "")),
+                host=_text(data.get("host")),
                 pid=int(data.get("pid", 0)),
                 outputs=_names(data.get("outputs")),
             )
+        except RecursionError:
+            raise CorruptRecordError("not a valid status record (nested too deeply)") from None
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptRecordError(f"not a valid status record ({e})") from e
 
@@ -105,6 +107,10 @@ class StatusRecord:
             outputs: list[str] | None = None) -> StatusRecord:
         return cls(status, run_id, time.time(), code_fingerprint, error, traceback,
                    host_name(), os.getpid(), outputs)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 def _names(value: Any) -> list[str] | None:

@@ -47,6 +47,7 @@ from marin.execution.commit import (
 from marin.execution.errors import one_line
 from marin.execution.exit_guard import exit_guard
 from marin.execution.lease import Lease, LeaseRecord, takeover_note
+from marin.execution.outcome import StepOutcome
 from marin.execution.processes import StepChildren, leave_if_forked
 from marin.execution.shared import SharedFolder, adopted_attempt, published_by, shared_names
 from marin.execution.states import StepState
@@ -86,17 +87,6 @@ class StepJob:
     """Start from a copy of the latest unfinished attempt's files (see ExecutorStep)."""
     prefix: str | None = None
     """The executor's prefix: no record or output is written where a link leads out of it."""
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    key: str
-    state: StepState
-    """SUCCEEDED, REUSED, FAILED, LOST_LEASE or CANCELLED."""
-    seconds: float = 0.0
-    error: str | None = None
-    traceback: str | None = None
-    note: str | None = None
 
 
 @dataclass
@@ -222,7 +212,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         resumed = None
         if job.resume and not _succeeded(blob):  # a rerun of a success starts afresh
             resumed = _adopt_latest_attempt(storage, job)
-        elif not fresh:  # a run started afresh does not resume from shared folders either
+        elif not fresh:  # an attempt started afresh does not resume from shared folders either
             for name in shared_names(storage, job.output_path):
                 storage.delete_tree(join_path(job.output_path, name))
         children = StepChildren.start()

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from marin.scaling_laws.codec import ArtifactError
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.values import RunRow
 
 __all__ = ["row_from_columns", "rows_csv"]
@@ -60,6 +61,16 @@ def row_from_columns(r: Mapping[str, Any], where: str, default_run: str) -> RunR
         value = number(key)
         return math.nan if value is None else value
 
+    def status() -> RunStatus:
+        value = text("status")
+        if value is None:
+            return RunStatus.OK
+        try:
+            return RunStatus(value)
+        except ValueError:
+            raise ArtifactError(f"{where}: status={value!r} is not a run status; known: "
+                                f"{', '.join(s.value for s in RunStatus)}") from None
+
     params, tokens = measured("params"), measured("tokens")
     return RunRow(run=text("run") or default_run, group=text("group") or "",
                   label=text("label") or "default", budget=number("budget"),
@@ -68,5 +79,5 @@ def row_from_columns(r: Mapping[str, Any], where: str, default_run: str) -> RunR
                   params=params, tokens=tokens,
                   flops=measured("flops") if "flops" in r else 6 * params * tokens,
                   loss=measured("loss"), train_loss=number("train_loss"),
-                  first_eval_loss=number("first_eval_loss"), status=text("status") or "ok",
+                  first_eval_loss=number("first_eval_loss"), status=status(),
                   reason=text("reason"))

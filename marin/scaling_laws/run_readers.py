@@ -49,6 +49,7 @@ from typing import Any
 from marin.scaling_laws.budgets import flops_bucket
 from marin.scaling_laws.codec import ArtifactError
 from marin.scaling_laws.outcome import OUTCOME, read_outcome
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.values import RunRow
 from marin.storage.files import join_url, open_url, url_of, url_to_fs
 from marin.training import metric_names as names
@@ -266,7 +267,7 @@ def _study_row(folder: str, name: str, parent: str, metric: str, label: str | No
         outcome = read_outcome(folder)
     except ArtifactError as e:
         raise RunFolderError(str(e)) from None
-    if outcome.summary is not None and outcome.status == "ok":
+    if outcome.summary is not None and outcome.status is RunStatus.OK:
         _summary_metric(outcome.summary, join_url(folder, OUTCOME), metric)
     row = outcome.row(metric.removeprefix("eval/"), folder)
     return replace(row, label=label) if label else row

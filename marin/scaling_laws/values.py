@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from marin.scaling_laws.run_status import RunStatus
+
 __all__ = ["MIN_RUNS_PARAMETRIC", "MIN_RUNS_PER_BUDGET", "PARAMETERS", "Approach3",
            "BudgetOptimum", "OptimalAllocation", "PowerLaw", "RunRow", "optimal_allocation"]
 
@@ -33,7 +35,8 @@ MIN_RUNS_PARAMETRIC = 5  # the least runs Approach 3 is fitted from
 class RunRow:
     """A run as the fits read it (a row of a study's ``runs.csv``, of a results table, or
     a run folder): ``loss`` is the metric fitted; ``budget`` None groups runs by FLOPs;
-    ``status`` other than ``ok`` (with its ``reason``) keeps the run out of the fits; a
+    ``status`` other than ``RunStatus.OK`` (with its ``reason``) keeps the run out of the
+    fits (files hold the status's string, ``ok``, ``diverged``...); a
     seed replicate names the run it repeats in ``replicate_of``."""
 
     run: str = ""
@@ -42,7 +45,7 @@ class RunRow:
     tokens: float
     flops: float
     loss: float
-    status: str = "ok"
+    status: RunStatus = RunStatus.OK
     reason: str | None = None
     label: str = "default"
     group: str = ""

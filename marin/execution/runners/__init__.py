@@ -40,11 +40,12 @@ and raises ``GangError`` (one line naming the host) when one fails.
 from __future__ import annotations
 
 from marin.execution.gang import GangError, GangMember, as_gang, free_port
+from marin.execution.outcome import StepOutcome
 from marin.execution.runners.base import Runner, unimportable_module
 from marin.execution.runners.local import LocalRunner
 from marin.execution.states import StepState
 from marin.execution.step import StepResources
-from marin.execution.worker import ActiveSteps, StepJob, StepOutcome, execute_step, release_step
+from marin.execution.worker import ActiveSteps, StepJob, execute_step, release_step
 
 __all__ = ["ActiveSteps", "GangError", "GangMember", "LocalRunner", "Runner", "StepJob",
            "StepOutcome", "StepResources", "StepState", "as_gang", "execute_step", "free_port",

@@ -19,8 +19,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from marin import registry
 from marin.execution.experiments import EXPERIMENT_MODULE_PREFIX
+from marin.execution.outcome import StepOutcome
 from marin.execution.step import StepResources
-from marin.execution.worker import StepJob, StepOutcome
+from marin.execution.worker import StepJob
 
 
 @runtime_checkable

@@ -18,8 +18,9 @@ import threading
 from concurrent.futures import Future
 
 from marin.execution.gang import LocalGang, as_gang
+from marin.execution.outcome import StepOutcome
 from marin.execution.step import StepResources
-from marin.execution.worker import ActiveSteps, StepJob, StepOutcome, execute_step
+from marin.execution.worker import ActiveSteps, StepJob, execute_step
 
 
 class LocalRunner:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.values import Approach3, BudgetOptimum, Interval, PowerLaw
 
 __all__ = ["Approach2", "Approach3", "BudgetNotFitted", "BudgetOptimum", "ExcludedRun",
@@ -27,7 +28,7 @@ class ExcludedRun:
 
     run: str
     budget: float | None
-    status: str
+    status: RunStatus
     reason: str
 
 

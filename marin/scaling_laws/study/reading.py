@@ -1,6 +1,6 @@
 """Reading a study's findings: ``load_study``, and the summary printed after a run.
 
-    study = load_study(executor_main(study))          # the RunResult of a run
+    study = load_study(executor_main(study))          # the InvocationResult of a run
     study = load_study(study, "local_store")          # the IsoFlopStudy and its prefix
     study = load_study("local_store/isoflop-tiny")    # a study's folder (or its report's)
     study.labels, study.fits["plays"].approach2.params.exponent
@@ -36,7 +36,7 @@ from marin.scaling_laws.study.steps import study_result
 from marin.storage.files import exists, glob, join_url
 
 if TYPE_CHECKING:
-    from marin.execution.executor import RunResult
+    from marin.execution.executor import InvocationResult
     from marin.execution.graph import StepGraph
     from marin.execution.planning import Plan
 
@@ -76,15 +76,15 @@ def study_outputs(graph: StepGraph, study: IsoFlopStudy | None = None) -> StudyO
     return StudyOutputs(fit, report, title, predictions)
 
 
-def load_study(source: IsoFlopStudy | RunResult | Plan | str | Sequence[Any],
+def load_study(source: IsoFlopStudy | InvocationResult | Plan | str | Sequence[Any],
                prefix: str | None = None) -> StudyResult:
     """A study's ``StudyResult`` from an ``IsoFlopStudy`` (or its steps) and the prefix it
-    ran under, from a ``RunResult`` or ``Plan``, or from its folder; a study not fitted yet
+    ran under, from a ``InvocationResult`` or ``Plan``, or from its folder; a study not fitted yet
     is a one-line ``ArtifactError``."""
-    from marin.execution.executor import Executor, RunResult
+    from marin.execution.executor import Executor, InvocationResult
     from marin.execution.planning import Plan
 
-    if isinstance(source, RunResult):
+    if isinstance(source, InvocationResult):
         return _from_outputs(study_outputs(source.plan.graph))
     if isinstance(source, Plan):
         return _from_outputs(study_outputs(source.graph))
@@ -100,7 +100,7 @@ def load_study(source: IsoFlopStudy | RunResult | Plan | str | Sequence[Any],
             graph = Executor(prefix).graph(source.steps)
             return _from_outputs(study_outputs(graph, source))
         return _from_outputs(study_outputs(Executor(prefix).graph(list(source))))
-    raise TypeError(f"load_study takes an IsoFlopStudy and a prefix, a RunResult, or a "
+    raise TypeError(f"load_study takes an IsoFlopStudy and a prefix, a InvocationResult, or a "
                     f"folder; got {type(source).__name__}")
 
 
@@ -160,20 +160,20 @@ def _newest(pattern: str) -> str | None:
     return max(found)[1] if found else None
 
 
-def print_study_summary(result: RunResult | Plan, options: Any = None,
+def print_study_summary(result: InvocationResult | Plan, options: Any = None,
                         file: Any = None) -> None:
     """After ``executor_main`` (or as an ``Experiment``'s ``after``): the findings of the
     run that ``result`` is, and where its report is. Nothing for a dry run (a ``Plan``), nor
     when this run did not finish the report (a summary of an older run would mislead)."""
-    from marin.execution.executor import RunResult
+    from marin.execution.executor import InvocationResult
     from marin.execution.states import StepState
     from marin.scaling_laws.study.summary import summary_lines
 
-    if not isinstance(result, RunResult) or not result.ok:
+    if not isinstance(result, InvocationResult) or not result.ok:
         return
     out = study_outputs(result.plan.graph)
     stored = {e.output_path: e.status for e in result.plan.entries}
-    done = {s.output_path for s in result.steps  # this run's, or an earlier run's, skipped
+    done = {s.output_path for s in result.steps  # this invocation's, or an earlier one's, skipped
             if s.state.is_done or (s.state is StepState.SKIPPED
                                    and stored.get(s.output_path) is StepState.SUCCEEDED)}
     if out.fit is None or out.report is None or out.report not in done:

@@ -1,6 +1,6 @@
 """Live step states, published by executors to a cluster's KV service.
 
-    progress = publishing(progress)     # a run observer (entry point marin.run_observers):
+    progress = publishing(progress)     # an invocation observer (marin.run_observers):
                                         # a no-op unless a cluster or a log service is set
     read_states(KVClient.connect(url))  # [{"step": ..., "state": "running", "host": ...}]
 
@@ -99,8 +99,8 @@ class _PublishingProgress:
         if kv is not None:
             kv.close()
 
-    def run_started(self, plan: Any, pending: int) -> None:
-        self._inner.run_started(plan, pending)
+    def invocation_started(self, plan: Any, pending: int) -> None:
+        self._inner.invocation_started(plan, pending)
 
     def step_started(self, entry: Any) -> None:
         self._publish(entry, StepState.RUNNING)
@@ -114,13 +114,13 @@ class _PublishingProgress:
         self._publish(entry, StepState.BLOCKED, reason)
         self._inner.step_blocked(entry, reason)
 
-    def run_finished(self) -> None:
+    def invocation_finished(self) -> None:
         if self._url:
             self._queue.put(None)
             self._thread.join(timeout=10.0)
         if self._handler is not None:
             self._handler.flush()
-        self._inner.run_finished()
+        self._inner.invocation_finished()
 
 
 def read_states(kv: Any) -> list[dict[str, Any]]:

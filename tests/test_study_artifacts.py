@@ -103,7 +103,7 @@ def test_files_of_the_previous_format_read_as_the_default_label(tmp_path):
     ({"runs": 3, "budgets": [], "params_fit": {}, "parametric": {}},
      "was written by `marin scaling fit` before fit files had a format; rerun"),
     ({"format": "marin.study.fits", "version": 9, "metric": "loss"},
-     "is of format 'marin.study.fits' version 9; a StudyFits is 'marin.study.fits' version 3"),
+     "is of format 'marin.study.fits' version 9; a StudyFits is 'marin.study.fits' version 4"),
     ({"format": "marin.study.prediction", "version": 2}, "a StudyFits is"),
     ({"hello": 1}, "is not a study's fit.json of any known format"),
 ])

@@ -240,6 +240,7 @@ def study_result(title: str, fit_path: str, predictions: dict[str, str]) -> Stud
     return StudyResult(title=title, metric=fits.metric, labels=fits.labels, fits=fits.fits,
                        predictions={k: v for k, v in found.items() if v is not None},
                        comparisons=fits.comparisons, comparison_error=fits.comparison_error,
+                       not_compared=fits.not_compared,
                        baseline=fits.baseline, model_error=fits.model_error,
                        why_no_model_error=fits.why_no_model_error,
                        runs=tuple(read_rows(fit_path)))

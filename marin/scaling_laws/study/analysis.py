@@ -184,12 +184,16 @@ def noise_of(fit: StudyFit, rows: Sequence[RunRow]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class IntervalParts:
     """What a prediction's interval is made of: ``terms`` among ``fit``, ``noise`` and
-    ``model error``, with the noise and the model error's standard deviation (loss units)."""
+    ``model error``, with the noise and the model error's standard deviation (loss units);
+    ``loss`` is the prediction once corrected by the backtests' lean (``lean``, the
+    relative correction ``ln(corrected / uncorrected)``; 0 without a model error)."""
 
     terms: tuple[str, ...]
     noise: Any = None  # NoiseEstimate
     model_std: float | None = None
     model_dof: int | None = None
+    loss: float | None = None
+    lean: float = 0.0
 
 
 def prediction_interval(fits: StudyFits, label: str, loss: float | None,
@@ -197,25 +201,33 @@ def prediction_interval(fits: StudyFits, label: str, loss: float | None,
                         loss_from: str | None) -> tuple[tuple[float, float] | None,
                                                         IntervalParts]:
     """The 95% interval of ``label``'s loss predicted at ``budget`` (by ``loss_from``) for
-    one run: the fit's spread, the label's run-to-run noise and the pooled model error, each
-    where it could be estimated."""
+    one run, and the prediction corrected by the lean the backtests show
+    (``IntervalParts.loss``): the fit's spread, the label's run-to-run noise and the pooled
+    model error (the bends' spread and the lean's uncertainty), each where it could be
+    estimated."""
     fit = fits.fits[label]
     terms = ("fit",) if fit_interval is not None else ()
     if loss is None or fit.noise is None:
-        return fit_interval, IntervalParts(terms)
+        return fit_interval, IntervalParts(terms, loss=loss)
     from marin.scaling_laws.calibration import calibrated_interval
 
     error = fits.model_error
-    std = None
+    std, lean = None, 0.0
     if error is not None:
         try:
-            std = loss * error.std_at(extrapolation_budgets(fit, loss_from), budget)
+            fitted = extrapolation_budgets(fit, loss_from)
+            lean = -error.lean_at(fitted, budget)
+            std = loss * math.exp(lean) * error.std_at(fitted, budget)
         except ValueError:  # fewer than 2 budgets: no line to extrapolate, no bend to add
-            error = None
+            error, lean = None, 0.0
+    corrected = loss * math.exp(lean)
+    if fit_interval is not None:
+        fit_interval = (fit_interval[0] * math.exp(lean), fit_interval[1] * math.exp(lean))
     terms += ("noise",) + (("model error",) if std is not None else ())
-    interval = calibrated_interval(loss, fit_interval, fit.noise, model_std=std or 0.0,
+    interval = calibrated_interval(corrected, fit_interval, fit.noise, model_std=std or 0.0,
                                    model_dof=error.dof if error is not None else None)
-    return interval, IntervalParts(terms, fit.noise, std, error.dof if error else None)
+    return interval, IntervalParts(terms, fit.noise, std, error.dof if error else None,
+                                   loss=corrected, lean=lean)
 
 
 def compare(rows_by_label: Mapping[str, Sequence[RunRow]], baseline: str,

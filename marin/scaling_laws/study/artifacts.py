@@ -186,11 +186,13 @@ class Prediction(Artifact):
     is the 95% interval made of ``interval_terms``: ``fit`` (``fit_interval``, the fit's
     spread alone), ``noise`` (run-to-run, ``noise_std`` with ``noise_dof``, estimated from
     ``noise_source``: ``replicates`` or ``residuals``) and ``model error`` (the law's bend,
-    ``model_error_std`` in loss units with ``model_error_dof``, from backtests)."""
+    ``model_error_std`` in loss units with ``model_error_dof``, from backtests).
+    ``predicted_loss`` is corrected by the lean the backtests show (``lean_percent``, the
+    correction; ``uncorrected_loss``, the law's own figure)."""
 
     FORMAT: ClassVar[str] = "marin.study.prediction"
-    VERSION: ClassVar[int] = 3
-    OLDER: ClassVar[tuple[int, ...]] = (2,)
+    VERSION: ClassVar[int] = 4
+    OLDER: ClassVar[tuple[int, ...]] = (2, 3)
 
     label: str
     budget: float
@@ -215,6 +217,8 @@ class Prediction(Artifact):
     error_percent: float | None = None
     within_interval: bool | None = None
     summary: RunSummary | None = None
+    uncorrected_loss: float | None = None
+    lean_percent: float | None = None
 
     @classmethod
     def _previous(cls, data: dict[str, Any], where: str) -> Prediction:

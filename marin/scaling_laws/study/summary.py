@@ -138,9 +138,11 @@ def intervals_line(study: StudyResult) -> str:
     where = (f"{100 * sized[0].model_error_std / sized[0].predicted_loss:.2f}% of the loss at "
              f"{sized[0].budget:.3g} FLOPs" if sized else
              f"a bend of {error.curvature:.2g} per (ln C)^2")
-    labels = f"{error.dof} label{'s' if error.dof != 1 else ''}"
-    return (f"intervals: fit spread + run-to-run noise + model error ({where}, from backtests "
-            f"of {labels}, {error.dof} dof)")
+    labels = f"{len(error.labels)} label{'s' if len(error.labels) != 1 else ''}"
+    lean = (f"; predictions corrected by the backtests' lean, {sized[0].lean_percent:+.2f}% "
+            f"at {sized[0].budget:.3g}" if sized and sized[0].lean_percent else "")
+    return (f"intervals: fit spread + run-to-run noise + model error ({where}, from "
+            f"{error.extrapolations} backtests of {labels}, {error.dof} dof{lean})")
 
 
 def comparison_line(c: LabelComparison) -> str:

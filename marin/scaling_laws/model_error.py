@@ -36,9 +36,9 @@ its bend). At a new budget the law's error then has standard deviation
 ``sqrt(tau^2 + lean_se^2) * |g(fitted, budget)|`` (relative).
 
 Simulated three-label studies (``tests/test_model_error.py``; Approach 2 on IsoFLOP
-sweeps with noise 0.005): the held-out runs inside their 95% intervals, the half-width, and the mean error of the
-corrected prediction (uncorrected in brackets), at 2x past 3 budgets; 2x past 5 budgets
-over 16x; 8x past them:
+sweeps with noise 0.005): the held-out runs inside their 95% intervals, the half-width,
+and the mean error of the corrected prediction (uncorrected in brackets), at 2x past 3
+budgets; 2x past 5 budgets over 16x; 8x past them:
 
 - each label its own bend (sd 0.02): 98% +/-3.6% 1.28%; 100% +/-5.9% 2.6%; 100% +/-19% 8.4%
 - small bends (sd 0.005): 92% +/-1.0% 0.37%; 95% +/-1.5% 0.66%; 96% +/-4.8% 2.1%

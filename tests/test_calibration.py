@@ -169,7 +169,7 @@ def test_results_round_trip_through_json():
     for original, cls in ((noise, NoiseEstimate), (result, BacktestResult),
                           (extrapolation, Extrapolation), (error, ModelError)):
         data = json.loads(json.dumps(original.to_json(), allow_nan=False))
-        assert data["format_version"] == 1
+        assert data["format_version"] == cls.FORMAT
         assert cls.from_json(data) == original
         with pytest.raises(ValueError, match="format_version None"):
             cls.from_json({k: v for k, v in data.items() if k != "format_version"})

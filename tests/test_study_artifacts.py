@@ -119,7 +119,7 @@ def test_a_runs_table_keeps_its_status_strings_and_refuses_an_unknown_one():
     ({"runs": 3, "budgets": [], "params_fit": {}, "parametric": {}},
      "was written by `marin scaling fit` before fit files had a format; rerun"),
     ({"format": "marin.study.fits", "version": 9, "metric": "loss"},
-     "is of format 'marin.study.fits' version 9; a StudyFits is 'marin.study.fits' version 3"),
+     "is of format 'marin.study.fits' version 9; a StudyFits is 'marin.study.fits' version 4"),
     ({"format": "marin.study.prediction", "version": 2}, "a StudyFits is"),
     ({"hello": 1}, "is not a study's fit.json of any known format"),
 ])

@@ -62,8 +62,8 @@ from marin.scaling_laws.model_error import check_version as _check_version
 from marin.scaling_laws.values import RunRow
 
 __all__ = ["BacktestResult", "NoiseEstimate", "approach2_extrapolations", "backtest",
-           "calibrated_interval", "coverage", "noise_from_replicates", "noise_from_residuals",
-           "why_no_backtest"]
+           "calibrated_interval", "coverage", "ladder_backtests", "noise_from_replicates",
+           "noise_from_residuals", "why_no_backtest"]
 
 
 @dataclass(frozen=True)
@@ -202,34 +202,47 @@ def backtest(records: Sequence[RunRow], label: str, noise: NoiseEstimate,
 
 def approach2_extrapolations(records: Sequence[RunRow], label: str,
                              noise: NoiseEstimate) -> list[Extrapolation]:
-    """Approach 2's loss law fitted without the smallest, then without the largest fitted
-    budget, each predicting the minimum of the one left out (both need 2 budgets left)."""
+    """Approach 2's loss law backtested along the ladder of fitted budgets: fitted without
+    the smallest, predicting it; then fitted on the first k budgets (k from 2), predicting
+    each larger one, so the errors are read at every distance the ladder spans."""
     _check_noise(noise)
     fitted, _ = _fitted_budgets(records)
-    if len(fitted) < 3:
-        return []
     counts = {budget: len(runs) for budget, runs in _budgets(records)}
-    out = []
-    for left in (0, len(fitted) - 1):
-        rest = [f for i, f in enumerate(fitted) if i != left]
-        budget, achieved, factor = fitted[left]
-        log_c = np.log([b for b, *_ in rest])
-        minima = np.array([m for _, m, _ in rest])
-        design = np.column_stack([np.ones_like(log_c), log_c - log_c.mean()])
-        h = np.array([1.0, math.log(budget) - log_c.mean()]) @ np.linalg.pinv(design)
-        predicted = math.exp(float(h @ np.log(minima)))
-        # delta method, relative: the minima's noise carried through the line, and the
-        # left-out minimum's own
-        relative = float(np.sum(h**2 * np.array([v for *_, v in rest]) / minima**2))
-        relative += factor / achieved**2
-        out.append(Extrapolation(
-            label=label, budget=budget, fitted_budgets=tuple(b for b, *_ in rest),
-            predictor="approach2", runs=counts[budget], predicted_loss=predicted,
-            achieved_loss=achieved,
-            log_error=math.log(predicted / achieved),
-            noise_std=noise.std * math.sqrt(relative),
-            curvature_factor=curvature_factor([b for b, *_ in rest], budget)))
+    return [_line_backtest(fitted, rest, left, label, noise, counts)
+            for rest, left in ladder_backtests(len(fitted))]
+
+
+def ladder_backtests(count: int) -> list[tuple[list[int], int]]:
+    """The backtests of a ladder of ``count`` budgets (smallest first), as (indices fitted,
+    index predicted): without the smallest, predicting it; then the first k (k >= 2),
+    predicting each larger one. None below 3 budgets."""
+    if count < 3:
+        return []
+    out = [(list(range(1, count)), 0)]
+    out += [(list(range(k)), j) for k in range(2, count) for j in range(k, count)]
     return out
+
+
+def _line_backtest(fitted: Sequence[tuple[float, float, float]], rest: Sequence[int],
+                   left: int, label: str, noise: NoiseEstimate, counts: dict[float, int]
+                   ) -> Extrapolation:
+    used = [fitted[i] for i in rest]
+    budget, achieved, factor = fitted[left]
+    log_c = np.log([b for b, *_ in used])
+    minima = np.array([m for _, m, _ in used])
+    design = np.column_stack([np.ones_like(log_c), log_c - log_c.mean()])
+    h = np.array([1.0, math.log(budget) - log_c.mean()]) @ np.linalg.pinv(design)
+    predicted = math.exp(float(h @ np.log(minima)))
+    # delta method, relative: the minima's noise carried through the line, and the
+    # left-out minimum's own
+    relative = float(np.sum(h**2 * np.array([v for *_, v in used]) / minima**2))
+    relative += factor / achieved**2
+    budgets = [b for b, *_ in used]
+    return Extrapolation(
+        label=label, budget=budget, fitted_budgets=tuple(budgets), predictor="approach2",
+        runs=counts[budget], predicted_loss=predicted, achieved_loss=achieved,
+        log_error=math.log(predicted / achieved), noise_std=noise.std * math.sqrt(relative),
+        curvature_factor=curvature_factor(budgets, budget))
 
 
 def why_no_backtest(records: Sequence[RunRow]) -> str | None:

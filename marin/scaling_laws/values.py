@@ -202,8 +202,12 @@ def optimal_allocation(A: Any, B: Any, alpha: Any, beta: Any, budget: float,
     e: ``exponent``), of numbers or numpy arrays. Setting dL/dN = 0 along the constraint
     gives ``N_opt = (alpha A / (e beta B))^(1 / (alpha + e beta)) * (C/k)^(beta / (alpha +
     e beta))`` and ``D_opt = C / (k N_opt^e)``; with k = 6 and e = 1 this is Hoffmann et
-    al.'s eq. (4), N_opt = G (C/6)^a, D_opt = G^-1 (C/6)^b."""
+    al.'s eq. (4), N_opt = G (C/6)^a, D_opt = G^-1 (C/6)^b. A fit with no such minimum
+    (a negative A, B or exponent) gives NaN, not a complex number."""
+    import numpy as np
+
     e = exponent
-    g = (alpha * A / (e * beta * B)) ** (1 / (alpha + e * beta))
-    n = g * (budget / coefficient) ** (beta / (alpha + e * beta))
-    return n, budget / (coefficient * n**e)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.float64(alpha * A / (e * beta * B)) ** (1 / (alpha + e * beta))
+        n = g * (budget / coefficient) ** (beta / (alpha + e * beta))
+        return n, budget / (coefficient * n**e)

@@ -28,6 +28,7 @@ from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.artifacts import (
     Epochs,
     LabelComparison,
+    NotCompared,
     RunOutcome,
     RunRow,
     StudyFit,
@@ -41,8 +42,8 @@ from marin.scaling_laws.study.extrapolation import (
 )
 from marin.scaling_laws.study.fitting import clean_rows, fit_label
 
-__all__ = ["IntervalParts", "compare", "epochs_of", "fit_labels", "missing_row", "noise_of",
-           "prediction_interval"]
+__all__ = ["IntervalParts", "compare", "epochs_of", "fit_labels", "improves", "missing_row",
+           "noise_of", "prediction_interval", "screen_comparisons"]
 
 logger = logging.getLogger("marin.scaling_laws")
 
@@ -68,9 +69,59 @@ def fit_labels(rows: Sequence[RunRow], labels: Sequence[str], *, metric: str,
     baseline = baseline or labels[0]
     comparisons, why = compare({label: [r for r in rows if r.label == label]
                                 for label in labels}, baseline, compare_at, bootstrap)
+    comparisons, not_compared = screen_comparisons(comparisons, fits, baseline, metric)
     return StudyFits(metric=metric, labels=tuple(labels), fits=fits, baseline=baseline,
-                     comparisons=comparisons, comparison_error=why, model_error=model_error,
-                     why_no_model_error=why_no_model_error)
+                     comparisons=comparisons, comparison_error=why, not_compared=not_compared,
+                     model_error=model_error, why_no_model_error=why_no_model_error)
+
+
+def improves(fit: StudyFit) -> bool:
+    """Whether the label's optimal loss falls with compute over the budgets swept: the 95%
+    interval of its Approach 2 loss exponent lies below 0; from two budgets (no such
+    interval), the drop between their minima is beyond the run-to-run noise (1.96 standard
+    deviations of a difference). Without Approach 2, Approach 3's form falls by
+    construction, and the label counts as improving."""
+    law = fit.approach2.loss if fit.approach2 is not None else None
+    if law is None:
+        return True
+    if law.exponent_se > 0 and math.isfinite(law.exponent_se):
+        return law.exponent + 1.96 * law.exponent_se < 0
+    minima = sorted(fit.budgets, key=lambda b: b.budget)
+    if len(minima) < 2:
+        return law.exponent < 0
+    drop = minima[0].optimal_loss - minima[-1].optimal_loss
+    noise = fit.noise.std if fit.noise is not None else 0.0
+    return drop > 1.96 * math.sqrt(2) * noise and law.exponent < 0
+
+
+def screen_comparisons(comparisons: Sequence[LabelComparison], fits: Mapping[str, StudyFit],
+                       baseline: str, metric: str
+                       ) -> tuple[tuple[LabelComparison, ...], tuple[NotCompared, ...]]:
+    """The comparisons that mean something, and why the others were left out: a label
+    (the baseline included) whose loss does not fall with compute has no multiplier, nor
+    has one whose loss to reach lies below the label's fitted irreducible loss E."""
+    stalled = sorted({c.label for c in comparisons} | {baseline}, key=list(fits).index)
+    stalled = [label for label in stalled if label in fits and not improves(fits[label])]
+    out = [NotCompared(label, f"{label} does not improve on {metric} over the budgets swept")
+           for label in stalled]
+    if baseline in stalled:
+        out += [NotCompared(c.label, f"no compute multiplier against {baseline}, whose loss "
+                            "does not fall with compute", c.target_budget)
+                for c in comparisons if c.label not in stalled]
+        return (), tuple(out)
+    kept = []
+    for c in comparisons:
+        a3 = fits[c.label].approach3 if c.label in fits else None
+        if c.label in stalled:
+            continue
+        if a3 is not None and c.loss < a3.E:
+            out.append(NotCompared(c.label, f"{c.label} cannot reach {c.loss:.4g} on {metric} "
+                                   f"(the loss of {baseline} at {c.target_budget:.3g} FLOPs): "
+                                   f"below its fitted irreducible loss E={a3.E:.4g}",
+                                   c.target_budget))
+        else:
+            kept.append(c)
+    return tuple(kept), tuple(out)
 
 
 def missing_row(run: StudyRun) -> RunRow:
@@ -133,12 +184,16 @@ def noise_of(fit: StudyFit, rows: Sequence[RunRow]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class IntervalParts:
     """What a prediction's interval is made of: ``terms`` among ``fit``, ``noise`` and
-    ``model error``, with the noise and the model error's standard deviation (loss units)."""
+    ``model error``, with the noise and the model error's standard deviation (loss units);
+    ``loss`` is the prediction once corrected by the backtests' lean (``lean``, the
+    relative correction ``ln(corrected / uncorrected)``; 0 without a model error)."""
 
     terms: tuple[str, ...]
     noise: Any = None  # NoiseEstimate
     model_std: float | None = None
     model_dof: int | None = None
+    loss: float | None = None
+    lean: float = 0.0
 
 
 def prediction_interval(fits: StudyFits, label: str, loss: float | None,
@@ -146,25 +201,33 @@ def prediction_interval(fits: StudyFits, label: str, loss: float | None,
                         loss_from: str | None) -> tuple[tuple[float, float] | None,
                                                         IntervalParts]:
     """The 95% interval of ``label``'s loss predicted at ``budget`` (by ``loss_from``) for
-    one run: the fit's spread, the label's run-to-run noise and the pooled model error, each
-    where it could be estimated."""
+    one run, and the prediction corrected by the lean the backtests show
+    (``IntervalParts.loss``): the fit's spread, the label's run-to-run noise and the pooled
+    model error (the bends' spread and the lean's uncertainty), each where it could be
+    estimated."""
     fit = fits.fits[label]
     terms = ("fit",) if fit_interval is not None else ()
     if loss is None or fit.noise is None:
-        return fit_interval, IntervalParts(terms)
+        return fit_interval, IntervalParts(terms, loss=loss)
     from marin.scaling_laws.calibration import calibrated_interval
 
     error = fits.model_error
-    std = None
+    std, lean = None, 0.0
     if error is not None:
         try:
-            std = loss * error.std_at(extrapolation_budgets(fit, loss_from), budget)
+            fitted = extrapolation_budgets(fit, loss_from)
+            lean = -error.lean_at(fitted, budget)
+            std = loss * math.exp(lean) * error.std_at(fitted, budget)
         except ValueError:  # fewer than 2 budgets: no line to extrapolate, no bend to add
-            error = None
+            error, lean = None, 0.0
+    corrected = loss * math.exp(lean)
+    if fit_interval is not None:
+        fit_interval = (fit_interval[0] * math.exp(lean), fit_interval[1] * math.exp(lean))
     terms += ("noise",) + (("model error",) if std is not None else ())
-    interval = calibrated_interval(loss, fit_interval, fit.noise, model_std=std or 0.0,
+    interval = calibrated_interval(corrected, fit_interval, fit.noise, model_std=std or 0.0,
                                    model_dof=error.dof if error is not None else None)
-    return interval, IntervalParts(terms, fit.noise, std, error.dof if error else None)
+    return interval, IntervalParts(terms, fit.noise, std, error.dof if error else None,
+                                   loss=corrected, lean=lean)
 
 
 def compare(rows_by_label: Mapping[str, Sequence[RunRow]], baseline: str,

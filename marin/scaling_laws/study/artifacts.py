@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from marin.scaling_laws.model_error import Extrapolation, ModelError
 
 __all__ = ["FIT", "OUTCOME", "PREDICTION", "PREDICTION_RUN", "REPORT", "RESULT", "RUNS",
-           "ArtifactError", "Epochs", "LabelComparison", "PredictedCandidate", "Prediction",
+           "ArtifactError", "Epochs", "LabelComparison", "NotCompared", "PredictedCandidate",
+           "Prediction",
            "RunOutcome", "RunRow", "StudyFit", "StudyFits", "StudyResult", "read_fits",
            "read_outcome", "read_prediction", "read_result", "read_rows", "row_from_columns",
            "rows_csv",
@@ -131,13 +132,24 @@ class LabelComparison(Artifact):
 
 
 @dataclass(frozen=True)
+class NotCompared:
+    """A label given no compute multiplier (at ``target_budget``, or at every tier when
+    None), and why: its loss does not fall with compute over the budgets swept, or the loss
+    to reach lies below its fitted irreducible loss."""
+
+    label: str
+    reason: str
+    target_budget: float | None = None
+
+
+@dataclass(frozen=True)
 class StudyFits(Artifact):
     """``fit.json``: every label's fit, the comparisons of the labels, and the model error
     pooled over their backtests (``model_error``; None: ``why_no_model_error``)."""
 
     FORMAT: ClassVar[str] = "marin.study.fits"
-    VERSION: ClassVar[int] = 3
-    OLDER: ClassVar[tuple[int, ...]] = (2,)
+    VERSION: ClassVar[int] = 4
+    OLDER: ClassVar[tuple[int, ...]] = (2, 3)
 
     metric: str
     labels: tuple[str, ...]
@@ -145,6 +157,7 @@ class StudyFits(Artifact):
     baseline: str | None = None
     comparisons: tuple[LabelComparison, ...] = ()
     comparison_error: str | None = None
+    not_compared: tuple[NotCompared, ...] = ()
     model_error: ModelError | None = None
     why_no_model_error: str | None = None
 
@@ -173,11 +186,13 @@ class Prediction(Artifact):
     is the 95% interval made of ``interval_terms``: ``fit`` (``fit_interval``, the fit's
     spread alone), ``noise`` (run-to-run, ``noise_std`` with ``noise_dof``, estimated from
     ``noise_source``: ``replicates`` or ``residuals``) and ``model error`` (the law's bend,
-    ``model_error_std`` in loss units with ``model_error_dof``, from backtests)."""
+    ``model_error_std`` in loss units with ``model_error_dof``, from backtests).
+    ``predicted_loss`` is corrected by the lean the backtests show (``lean_percent``, the
+    correction; ``uncorrected_loss``, the law's own figure)."""
 
     FORMAT: ClassVar[str] = "marin.study.prediction"
-    VERSION: ClassVar[int] = 3
-    OLDER: ClassVar[tuple[int, ...]] = (2,)
+    VERSION: ClassVar[int] = 4
+    OLDER: ClassVar[tuple[int, ...]] = (2, 3)
 
     label: str
     budget: float
@@ -202,6 +217,8 @@ class Prediction(Artifact):
     error_percent: float | None = None
     within_interval: bool | None = None
     summary: RunSummary | None = None
+    uncorrected_loss: float | None = None
+    lean_percent: float | None = None
 
     @classmethod
     def _previous(cls, data: dict[str, Any], where: str) -> Prediction:
@@ -215,8 +232,8 @@ class StudyResult(Artifact):
     ``model_error`` and ``runs``."""
 
     FORMAT: ClassVar[str] = "marin.study.result"
-    VERSION: ClassVar[int] = 2
-    OLDER: ClassVar[tuple[int, ...]] = (1,)
+    VERSION: ClassVar[int] = 3
+    OLDER: ClassVar[tuple[int, ...]] = (1, 2)
 
     title: str
     metric: str
@@ -227,6 +244,7 @@ class StudyResult(Artifact):
     comparison_error: str | None = None
     baseline: str | None = None
     runs: tuple[RunRow, ...] = ()
+    not_compared: tuple[NotCompared, ...] = ()
     model_error: ModelError | None = None
     why_no_model_error: str | None = None
 

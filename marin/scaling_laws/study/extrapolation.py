@@ -1,6 +1,6 @@
 """Backtests of the law a label's prediction uses, and the model error pooled from them.
 
-    found, why = extrapolations_of(fit, rows)    # leave out the smallest, then the largest
+    found, why = extrapolations_of(fit, rows)    # along the ladder: see ladder_backtests
     error, why = pooled_model_error(fits)        # ModelError over every label's backtests
     extrapolation_budgets(fit, "approach3")      # the budgets a prediction extrapolates from
 
@@ -56,19 +56,21 @@ def _approach3_extrapolations(fit: StudyFit, records: Sequence[Any]
                               ) -> tuple[tuple[Any, ...], str | None]:
     import numpy as np
 
+    from marin.scaling_laws.calibration import ladder_backtests
     from marin.scaling_laws.isoflop_analysis import group_by_budget
     from marin.scaling_laws.model_error import Extrapolation, curvature_factor
 
     groups = group_by_budget(records)
-    budgets = list(groups)
+    budgets = sorted(groups)
     if len(budgets) < 3:
         return (), (f"{len(budgets)} budget(s); a backtest leaves one out and needs 2 left")
     found, reasons = [], []
-    for left in (budgets[0], budgets[-1]):
-        rest = [r for b, runs in groups.items() if b != left for r in runs]
+    for rest_index, left_index in ladder_backtests(len(budgets)):
+        left, fitted = budgets[left_index], [budgets[i] for i in rest_index]
+        rest = [r for b in fitted for r in groups[b]]
         parametric, why = fit_parametric(rest)
         if parametric is None:
-            reasons.append(f"without {left:.3g}: {why}")
+            reasons.append(f"from {', '.join(f'{b:.3g}' for b in fitted)} to {left:.3g}: {why}")
             continue
         runs = groups[left]
         achieved = np.array([r.loss for r in runs])
@@ -77,9 +79,8 @@ def _approach3_extrapolations(fit: StudyFit, records: Sequence[Any]
                                                    [r.tokens for r in runs]), dtype=float)
             errors = np.log(predicted / achieved)
         if not np.isfinite(errors).all():
-            reasons.append(f"without {left:.3g}: L(N, D) is not finite at its runs")
+            reasons.append(f"to {left:.3g}: L(N, D) is not finite at its runs")
             continue
-        fitted = [b for b in budgets if b != left]
         found.append(Extrapolation(
             label=fit.label, budget=float(left), fitted_budgets=tuple(map(float, fitted)),
             predictor="approach3", runs=len(runs), predicted_loss=float(predicted.mean()),

@@ -21,9 +21,11 @@ from marin.scaling_laws.run_status import RunStatus
 from marin.scaling_laws.study.artifacts import RESULT, Prediction, StudyFit, StudyResult
 from marin.scaling_laws.study.summary import (
     comparison_line,
+    exponent_error,
     fmt,
     fmt_interval,
     law_text,
+    parameter_text,
     prediction_lines,
     summary_lines,
 )
@@ -71,7 +73,15 @@ def _metric_note(metric: str) -> str:
 
 
 def _se(law) -> str:
-    return f"{law.exponent:.3f} +/- {law.exponent_se:.3f}"
+    return f"{law.exponent:.3f} {exponent_error(law)}"
+
+
+def _a3_cell(a3, name: str) -> str:
+    """``0.686 (0.21 - 1.1)``, or ``not identified`` (``parameter_text``'s rule)."""
+    value = getattr(a3, name)
+    if "not identified" in parameter_text(name, value, a3.standard_errors.get(name)):
+        return "not identified"
+    return f"{value:.3f} ({fmt_interval(a3.intervals.get(name))})"
 
 
 def _comparison_section(result: StudyResult) -> list[str]:
@@ -83,24 +93,29 @@ def _comparison_section(result: StudyResult) -> list[str]:
         a2, a3 = fit.approach2, fit.approach3
         cells = [_se(a2.params), _se(a2.tokens), _se(a2.loss)] if a2 else ["-", "-", "-"]
         if a3 is not None:
-            cells += [f"{a3.alpha:.3f} ({fmt_interval(a3.intervals.get('alpha'))})",
-                      f"{a3.beta:.3f} ({fmt_interval(a3.intervals.get('beta'))})"]
+            cells += [_a3_cell(a3, "alpha"), _a3_cell(a3, "beta")]
         else:
             cells += ["-", "-"]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
-    tiers = [p.budget for p in result.fits[result.labels[0]].predictions]
+    tiers = study_tiers(result)
     if tiers:
-        out += ["", "Predicted optimal loss at the next tiers (Approach 2's loss law; "
-                "Approach 3 in brackets):", "",
+        out += ["", "Predicted optimal loss at the study's held-out budgets and 10x past them "
+                "(Approach 2's loss law; Approach 3 in brackets):", "",
                 "| label | " + " | ".join(f"{b:.3g}" for b in tiers) + " |",
                 "|---|" + "---|" * len(tiers)]
+        below = []
         for label in result.labels:
             cells = []
-            for p in result.fits[label].predictions:
-                a2 = fmt(p.approach2.loss, 4) if p.approach2 else "-"
-                a3 = fmt(p.approach3.loss, 4) if p.approach3 else "-"
-                cells.append(f"{a2} ({a3})")
+            for budget in tiers:
+                a2, a3, under = tier_losses(result.fits[label], budget)
+                cells.append(f"{fmt(a2, 4)}{'*' if under else ''} ({fmt(a3, 4)})")
+                if under:
+                    below.append(f"{label} at {budget:.3g}")
             out.append(f"| {label} | " + " | ".join(cells) + " |")
+        if below:
+            out += ["", "\\* Approach 2's loss law falls below Approach 3's irreducible loss E "
+                    f"there ({', '.join(below)}): a pure power law cannot follow the loss's "
+                    "floor, so read Approach 3's figure."]
     out += ["", f"Compute multipliers against `{result.baseline}`: how many times the "
             "baseline's compute a label needs to reach the loss the baseline is predicted to "
             "reach at the tier (above 1: the label is less efficient), with a joint bootstrap "
@@ -113,9 +128,34 @@ def _comparison_section(result: StudyResult) -> list[str]:
                 f"{'yes' if c.excludes_one else 'no'} | {c.source} |"
                 for c in result.comparisons]
         out += [""] + [f"- {comparison_line(c)}" for c in result.comparisons]
+        out += [f"- {n.reason}" for n in result.not_compared]
+    elif result.not_compared:
+        out += [f"- {n.reason}" for n in result.not_compared]
     else:
         out.append(f"Not compared: {result.comparison_error or 'no tier to compare at'}")
     return out
+
+
+def study_tiers(result: StudyResult) -> list[float]:
+    """The budgets the report forecasts at: the study's held-out budgets (else its largest
+    fitted one) and 10x past each, not tiers of another scale."""
+    held_out = {p.budget for p in result.predictions.values()}
+    if not held_out:
+        fitted = [b.budget for fit in result.fits.values() for b in fit.budgets]
+        held_out = {max(fitted)} if fitted else set()
+    return sorted(held_out | {10 * b for b in held_out})
+
+
+def tier_losses(fit: StudyFit, budget: float) -> tuple[float | None, float | None, bool]:
+    """Approach 2's and Approach 3's optimal loss at ``budget`` (None where not fitted), and
+    whether Approach 2's falls below Approach 3's irreducible loss E."""
+    a2 = float(fit.approach2.loss.predict(budget)) if fit.approach2 is not None else None
+    a3 = None
+    if fit.approach3 is not None:
+        optimum = fit.approach3.predict_optimal(budget)
+        a3 = float(fit.approach3.loss(optimum.params, optimum.tokens))
+    under = a2 is not None and fit.approach3 is not None and a2 < fit.approach3.E
+    return a2, a3, under
 
 
 def _epochs_section(result: StudyResult) -> list[str]:
@@ -184,8 +224,13 @@ def _approach3_section(fit: StudyFit, level: str) -> list[str]:
     if a3 is None:
         return [*out, f"Not fitted: {fit.approach3_error}"]
     out += ["| parameter | value | bootstrap s.e. | 95% |", "|---|---|---|---|"]
-    out += [f"| {k} | {getattr(a3, k):.4g} | {fmt(a3.standard_errors.get(k), 2)} | "
-            f"{fmt_interval(a3.intervals.get(k))} |" for k in ("E", "A", "B", "alpha", "beta")]
+    for k in ("E", "A", "B", "alpha", "beta"):
+        se = a3.standard_errors.get(k)
+        if "not identified" in parameter_text(k, getattr(a3, k), se):
+            out.append(f"| {k} | {fmt(getattr(a3, k), 4)} | not identified | - |")
+        else:
+            out.append(f"| {k} | {getattr(a3, k):.4g} | {fmt(se, 2)} | "
+                       f"{fmt_interval(a3.intervals.get(k))} |")
     return out
 
 

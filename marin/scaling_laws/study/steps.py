@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -205,9 +206,11 @@ def run_prediction(config: PredictionConfig) -> Prediction:
                                                    candidate.tokens)
     interval, parts = prediction_interval(fits, config.label, loss, fit_interval,
                                           config.budget, loss_from)
-    noise = parts.noise
+    noise, uncorrected, loss = parts.noise, loss, parts.loss
     out = replace(out, size_from=source, predicted_loss=loss, predicted_loss_interval=interval,
                   fit_interval=fit_interval, loss_from=loss_from,
+                  uncorrected_loss=uncorrected, lean_percent=100.0 * math.expm1(parts.lean)
+                  if parts.lean else None,
                   noise_source=noise.source if noise else None,
                   noise_std=noise.std if noise else None, noise_dof=noise.dof if noise else None,
                   model_error_std=parts.model_std, model_error_dof=parts.model_dof,
@@ -240,6 +243,7 @@ def study_result(title: str, fit_path: str, predictions: dict[str, str]) -> Stud
     return StudyResult(title=title, metric=fits.metric, labels=fits.labels, fits=fits.fits,
                        predictions={k: v for k, v in found.items() if v is not None},
                        comparisons=fits.comparisons, comparison_error=fits.comparison_error,
+                       not_compared=fits.not_compared,
                        baseline=fits.baseline, model_error=fits.model_error,
                        why_no_model_error=fits.why_no_model_error,
                        runs=tuple(read_rows(fit_path)))

@@ -19,8 +19,14 @@ from typing import Any
 from marin.scaling_laws.study.artifacts import LabelComparison, Prediction, StudyFit, StudyResult
 from marin.scaling_laws.study.laws import PowerLaw
 
-__all__ = ["comparison_line", "fmt", "fmt_interval", "intervals_line", "label_lines",
-           "law_text", "prediction_lines", "summary_lines"]
+__all__ = ["UNIDENTIFIED_RATIO", "comparison_line", "factor_text", "fmt", "fmt_interval",
+           "intervals_line", "label_lines", "law_text", "parameter_text", "prediction_lines",
+           "summary_lines"]
+
+# An Approach 3 parameter whose standard error is above this many times its value is not
+# identified by the runs: the data leave it free, and a number with a huge error bar would
+# read as a finding.
+UNIDENTIFIED_RATIO = 10.0
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -39,10 +45,42 @@ def fmt_interval(pair: Sequence[float] | None) -> str:
     return f"{fmt(pair[0])} - {fmt(pair[1])}"
 
 
+def exponent_error(law: PowerLaw) -> str:
+    """``+/- 0.012``, or why there is no error: a law through two budgets has no residual."""
+    if law.exponent_se > 0 and math.isfinite(law.exponent_se):
+        return f"+/- {law.exponent_se:.3f}"
+    return "no error estimate from two budgets"
+
+
 def law_text(law: PowerLaw, symbol: str) -> str:
-    error = (f"+/- {law.exponent_se:.3f}" if law.exponent_se > 0 else
-             "no error estimate from two budgets")
-    return f"{symbol} = {law.coefficient:.3g} * C^{law.exponent:.3f} (exponent {error})"
+    return (f"{symbol} = {law.coefficient:.3g} * C^{law.exponent:.3f} "
+            f"(exponent {exponent_error(law)})")
+
+
+def parameter_text(name: str, value: float, se: float | None) -> str:
+    """``alpha=0.6857 (+/- 0.41)``; ``B=not identified`` when the runs leave the parameter
+    free (its standard error above ``UNIDENTIFIED_RATIO`` times its value, or not finite);
+    no error at all when the fit gave none. NaN never prints."""
+    if not math.isfinite(value):
+        return f"{name}=not identified"
+    if se is None:
+        return f"{name}={value:.4g}"
+    if not math.isfinite(se) or se > UNIDENTIFIED_RATIO * abs(value):
+        return f"{name}=not identified"
+    return f"{name}={value:.4g} (+/- {se:.2g})"
+
+
+def factor_text(value: float | None, interval: Sequence[float] | None) -> str:
+    """A positive quantity's interval as a factor around it: ``x/÷ 2.1`` (from value / 2.1
+    to value * 2.1, the wider side of a skewed interval); ``n/a`` without a finite one."""
+    if value is None or not (isinstance(value, (int, float)) and math.isfinite(value)
+                             and value > 0):
+        return "n/a"
+    if not interval or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+                               for v in interval):
+        return "n/a"
+    low, high = interval
+    return f"\u00d7/\u00f7 {fmt(max(value / low, high / value, 1.0), 2)}"
 
 
 def label_lines(fit: StudyFit, prediction: Prediction | None) -> list[str]:
@@ -56,8 +94,8 @@ def label_lines(fit: StudyFit, prediction: Prediction | None) -> list[str]:
     if a3 is not None:
         se = a3.standard_errors
         lines.append("Approach 3: L(N, D) = E + A/N^alpha + B/D^beta with " + ", ".join(
-            f"{k}={getattr(a3, k):.4g}" + (f" (+/- {se[k]:.2g})" if k in se else "")
-            for k in ("E", "A", "B", "alpha", "beta")))
+            parameter_text(k, getattr(a3, k), se.get(k)) for k in ("E", "A", "B", "alpha",
+                                                                   "beta")))
     else:
         lines.append(f"Approach 3: not fitted ({fit.approach3_error})")
     if prediction is not None:
@@ -71,7 +109,8 @@ def prediction_lines(p: Prediction) -> list[str]:
     _, source = p.optimum.best
     c = p.candidate
     lines = [f"held-out {p.budget:.3g} FLOPs: predicted optimum N = {fmt(source.params)} "
-             f"params (95% {fmt_interval(source.params_interval)}), D = {fmt(source.tokens)} "
+             f"params (95% {factor_text(source.params, source.params_interval)}), "
+             f"D = {fmt(source.tokens)} "
              f"tokens; trained hidden {c.hidden_dim}, {c.num_layers} layers, {fmt(c.params)} "
              f"params, {fmt(c.tokens)} tokens"]
     if p.achieved_loss is None:
@@ -99,9 +138,11 @@ def intervals_line(study: StudyResult) -> str:
     where = (f"{100 * sized[0].model_error_std / sized[0].predicted_loss:.2f}% of the loss at "
              f"{sized[0].budget:.3g} FLOPs" if sized else
              f"a bend of {error.curvature:.2g} per (ln C)^2")
-    labels = f"{error.dof} label{'s' if error.dof != 1 else ''}"
-    return (f"intervals: fit spread + run-to-run noise + model error ({where}, from backtests "
-            f"of {labels}, {error.dof} dof)")
+    labels = f"{len(error.labels)} label{'s' if len(error.labels) != 1 else ''}"
+    lean = (f"; predictions corrected by the backtests' lean, {sized[0].lean_percent:+.2f}% "
+            f"at {sized[0].budget:.3g}" if sized and sized[0].lean_percent else "")
+    return (f"intervals: fit spread + run-to-run noise + model error ({where}, from "
+            f"{error.extrapolations} backtests of {labels}, {error.dof} dof{lean})")
 
 
 def comparison_line(c: LabelComparison) -> str:
@@ -109,6 +150,12 @@ def comparison_line(c: LabelComparison) -> str:
     return (f"compute multiplier of {c.label} against {c.baseline} at {c.target_budget:.3g} "
             f"FLOPs (loss {fmt(c.loss, 4)}): {fmt(c.compute_multiplier)}x (95% "
             f"{fmt_interval(c.interval)}); {verdict}")
+
+
+def _once(items: Sequence[Any]) -> list[Any]:
+    """``not_compared`` without repeats of one reason (a label stalled at every tier)."""
+    seen: set[str] = set()
+    return [n for n in items if not (n.reason in seen or seen.add(n.reason))]
 
 
 def summary_lines(study: StudyResult) -> list[str]:
@@ -123,6 +170,7 @@ def summary_lines(study: StudyResult) -> list[str]:
                   label_lines(study.fits[label], study.predictions.get(label))]
     lines.append(intervals_line(study))
     lines += [comparison_line(c) for c in study.comparisons]
+    lines += [n.reason for n in _once(study.not_compared)]
     if not study.comparisons and study.comparison_error:
         lines.append(f"labels not compared: {study.comparison_error}")
     return lines

@@ -156,5 +156,7 @@ def _print_fit(fits, nearest: dict, files: list[str]) -> None:
 
     for c in fits.comparisons:
         console.print(comparison_line(c), highlight=False)
+    for n in fits.not_compared:
+        console.print(n.reason, highlight=False)
     for f in files:
         console.print(f"  wrote {f}")

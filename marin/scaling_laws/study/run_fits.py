@@ -75,7 +75,8 @@ def write_fit_files(fitted: RunFits, out_dir: str) -> list[str]:
     fits = fitted.fits
     os.makedirs(out_dir, exist_ok=True)
     study = StudyResult(title="", metric=fits.metric, labels=fits.labels, fits=fits.fits,
-                        comparisons=fits.comparisons, runs=fitted.rows,
+                        comparisons=fits.comparisons, not_compared=fits.not_compared,
+                        runs=fitted.rows,
                         model_error=fits.model_error, why_no_model_error=fits.why_no_model_error)
     stems = draw_plots(study, out_dir, target=fitted.target)
     files = [os.path.join(out_dir, f"{stem}.{kind}") for stem in stems

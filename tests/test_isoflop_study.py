@@ -4,6 +4,7 @@ handling of failed runs and thin budgets, and reruns."""
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
 import math
@@ -145,7 +146,8 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     assert optimum.params == pytest.approx(fit.approach2.params.predict(HELD_OUT))
     nearest = nearest_candidate(list(TINY.candidates_for_budget(HELD_OUT)), optimum.params)
     assert prediction.candidate.params == nearest.params
-    stored = json.loads((Path(out.predictions["default"]) / "run" / "summary.json").read_text())
+    predicted_run = Path(dict(out.predictions)["default"]) / "run"
+    stored = json.loads((predicted_run / "summary.json").read_text())
     assert prediction.achieved_loss == pytest.approx(stored["eval/bpb"])
     assert prediction.error_percent == pytest.approx(
         100 * (prediction.predicted_loss - stored["eval/bpb"]) / stored["eval/bpb"])
@@ -153,6 +155,12 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     fit_low, fit_high = prediction.fit_interval
     assert low < fit_low and fit_high < high  # the run-to-run noise widens the fit's spread
     assert prediction.within_interval == (low <= prediction.achieved_loss <= high)
+    # pre-registered: written from this fit before its run's first step (the trainer's clock)
+    assert prediction.fit_key == Path(out.fit).name
+    first_step = json.loads((predicted_run / "metrics.jsonl").read_text().splitlines()[0])
+    registered = datetime.datetime.fromisoformat(prediction.registered_at).timestamp()
+    assert registered < datetime.datetime.fromisoformat(prediction.run_started_at).timestamp() \
+        < first_step["wall_time"]
     # two budgets leave no backtest (one left out leaves a single budget): no model error
     assert fit.extrapolations == () and "2 budget(s)" in fit.why_no_extrapolation
     assert study.model_error is None and prediction.interval_terms == ("fit", "noise")

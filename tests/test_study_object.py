@@ -85,8 +85,8 @@ def test_load_study_reads_the_handles_placed_under_the_prefix(corpora, tmp_path)
     out = study_outputs(graph, study)
     assert out.fit == graph.node_of(study.fit).output_path
     assert out.report == graph.node_of(study.report).output_path
-    assert out.predictions == {label: graph.node_of(s).output_path
-                               for label, s in study.predictions.items()}
+    assert out.predictions == tuple((label, graph.node_of(s).output_path)
+                                    for label, s in study.predictions.items())
     assert out == study_outputs(graph)  # a graph of bare steps finds the same by their configs
     with pytest.raises(ArtifactError, match=r"fit\.json") as info:  # not fitted yet
         load_study(study, prefix)

@@ -71,9 +71,8 @@ def study_rows(reader: PrefixReader, states: Sequence[StepView],
             result, why = typed_result(reader, reports.key, files[reports.key])
             if result is not None:
                 rows.append(StudyRow(folder or reports.key, reports.state, result.labels,
-                                     result.metric, tuple(result.predictions[label]
-                                                          for label in result.labels
-                                                          if label in result.predictions),
+                                     result.metric, tuple(p for label in result.labels
+                                                          for p in result.checks_of(label)),
                                      reports.key, fits.key if fits else None))
                 continue
             rows.append(StudyRow(reports.key, reports.state, report=reports.key, error=why))

@@ -24,6 +24,7 @@ class RunStatus(StrEnum):
     no finite value of the study's metric. ``MISSING``: left no ``outcome.json``.
     ``INVALID``: figures that are not positive and finite (a row of a table).
     ``NOT_PREDICTED``: a prediction whose fit gave no optimum, so nothing was trained.
+    ``REGISTERED``: a prediction written before its run, which has not ended yet.
     """
 
     OK = "ok"
@@ -34,3 +35,4 @@ class RunStatus(StrEnum):
     MISSING = "missing"
     INVALID = "invalid"
     NOT_PREDICTED = "not_predicted"
+    REGISTERED = "registered"

@@ -188,7 +188,10 @@ class Prediction(Artifact):
     ``noise_source``: ``replicates`` or ``residuals``) and ``model error`` (the law's bend,
     ``model_error_std`` in loss units with ``model_error_dof``, from backtests).
     ``predicted_loss`` is corrected by the lean the backtests show (``lean_percent``, the
-    correction; ``uncorrected_loss``, the law's own figure)."""
+    correction; ``uncorrected_loss``, the law's own figure). Pre-registered: the file is
+    written with the prediction (``status`` ``registered``, the fit's ``fit_key``, the
+    time ``registered_at``) before its run starts (``run_started_at``), then again with
+    the outcome."""
 
     FORMAT: ClassVar[str] = "marin.study.prediction"
     VERSION: ClassVar[int] = 4
@@ -219,6 +222,9 @@ class Prediction(Artifact):
     summary: RunSummary | None = None
     uncorrected_loss: float | None = None
     lean_percent: float | None = None
+    fit_key: str | None = None
+    registered_at: str | None = None
+    run_started_at: str | None = None
 
     @classmethod
     def _previous(cls, data: dict[str, Any], where: str) -> Prediction:
@@ -228,7 +234,8 @@ class Prediction(Artifact):
 @dataclass(frozen=True)
 class StudyResult(Artifact):
     """A study's findings: ``labels``, ``fits[label]``, ``predictions[label]`` (labels with
-    a held-out budget), ``comparisons`` (each label against ``baseline``), the pooled
+    a held-out budget: the nearest), ``further`` (the checks at further held-out budgets,
+    nearest first), ``comparisons`` (each label against ``baseline``), the pooled
     ``model_error`` and ``runs``."""
 
     FORMAT: ClassVar[str] = "marin.study.result"
@@ -245,11 +252,17 @@ class StudyResult(Artifact):
     baseline: str | None = None
     runs: tuple[RunRow, ...] = ()
     not_compared: tuple[NotCompared, ...] = ()
+    further: tuple[Prediction, ...] = ()
     model_error: ModelError | None = None
     why_no_model_error: str | None = None
 
     def runs_of(self, label: str) -> list[RunRow]:
         return [r for r in self.runs if r.label == label]
+
+    def checks_of(self, label: str) -> list[Prediction]:
+        """Every checked prediction of ``label``, nearest held-out budget first."""
+        first = [self.predictions[label]] if label in self.predictions else []
+        return first + [p for p in self.further if p.label == label]
 
 
 # -- files ---------------------------------------------------------------------------------

@@ -95,8 +95,10 @@ class IsoFlopStudy:
         metric: what the fits use (``macro_bpb``, ``<set>/loss``, ...).
         steps: every step, dependencies first; the report last.
         fit: the step writing every label's fits (``runs.csv``, ``fit.json``).
-        predictions: label -> the step checking its prediction at the held-out budget
-            (empty without ``predict_budget``).
+        predictions: label -> the step checking its prediction at the (first) held-out
+            budget (empty without ``predict_budget``).
+        further_predictions: label -> the steps checking its predictions at the further
+            held-out budgets, nearest first (empty with one held-out budget).
         report: the step writing ``report.md``, ``study.json`` and the plots.
         runs: the candidate runs, in the order they were planned.
         tokenizer: the tokenizer-training step (None with a named tokenizer).
@@ -111,11 +113,13 @@ class IsoFlopStudy:
     predictions: Mapping[str, ExecutorStep] = field(default_factory=dict)
     runs: tuple[ExecutorStep, ...] = ()
     tokenizer: ExecutorStep | None = None
+    further_predictions: Mapping[str, tuple[ExecutorStep, ...]] = field(default_factory=dict)
 
 
 def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | Mixture],
                   budgets: Sequence[float], heuristic: ScalingHeuristic, *, tokenizer: str = "gpt2",
-                  tokenizer_vocab_size: int | None = None, predict_budget: float | None = None,
+                  tokenizer_vocab_size: int | None = None,
+                  predict_budget: float | Sequence[float] | None = None,
                   bootstrap: int = 200,
                   train_options: TrainOptions | Mapping[str, Any] | None = None,
                   eval_points: int = 4,
@@ -134,8 +138,10 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         tokenizer: a named tokenizer (``gpt2``) or a tokenizer.json path.
         tokenizer_vocab_size: train a byte-level BPE of this size on every corpus's training
             text instead of using ``tokenizer``.
-        predict_budget: a budget larger than ``budgets``, held out of the fits: each label's
-            fitted optimum is trained there once and its loss checked against the prediction.
+        predict_budget: a budget larger than ``budgets``, held out of the fits, or several
+            (``(2e11, 8e11)``: 2x and 8x past the fit): each label's fitted optimum is
+            trained at each once and its loss checked against the prediction, which is
+            written before its run starts.
         bootstrap: resamples for the Approach 3 intervals and the compute multipliers.
         train_options: a ``TrainOptions`` (or a mapping of its fields), the
             ``TrainLmConfig`` fields for every run (``compute_dtype``, ``eval_batches``,
@@ -152,11 +158,13 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
             estimated from the fit's residuals).
     """
     budgets = sorted(float(b) for b in budgets)
+    held_out = _held_out(predict_budget)
+    predict_budget = held_out[0] if held_out else None
     labels = study_labels(corpora)
     sets = validation_sets(labels, validation)
     metric = check_metric(metric, sets)
     options = _options(train_options)
-    _check_study(name, budgets, heuristic, tokenizer_vocab_size, predict_budget, labels,
+    _check_study(name, budgets, heuristic, tokenizer_vocab_size, held_out, labels,
                  baseline, replicates)
     stem = name.rstrip("/").rpartition("/")[2]
     tokenizer_step = _tokenizer_step(name, labels, tokenizer_vocab_size)
@@ -200,17 +208,34 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         label: _prediction_step(name, stem, label, labels, fit, data[label], heuristic,
                                 predict_budget, options, eval_points)
         for label in labels.order}
+    further = {label: tuple(_prediction_step(name, stem, label, labels, fit, data[label],
+                                             heuristic, b, options, eval_points, further=True)
+                            for b in held_out[1:]) for label in labels.order} \
+        if len(held_out) > 1 else {}
+    checks = [*predictions.values(), *(s for steps in further.values() for s in steps)]
     report = ExecutorStep(f"{name}/report", write_study_report, StudyReportConfig(
         title=f"IsoFLOP study {stem}", fit_path=output_path_of(fit),
-        predictions=tuple(LabelPath(label, output_path_of(s))
-                          for label, s in predictions.items())),
+        predictions=tuple(LabelPath(s.config.label, output_path_of(s)) for s in checks)),
         description="report.md, study.json and plots")
     first = [tokenizer_step] if tokenizer_step is not None else []
     return IsoFlopStudy(
         name=name, labels=tuple(labels.order), metric=metric,
-        steps=(*first, *caches.values(), *train_steps, fit, *predictions.values(), report),
+        steps=(*first, *caches.values(), *train_steps, fit, *checks, report),
         fit=fit, report=report, predictions=predictions, runs=tuple(train_steps),
-        tokenizer=tokenizer_step)
+        tokenizer=tokenizer_step, further_predictions=further)
+
+
+def _held_out(predict_budget: float | Sequence[float] | None) -> tuple[float, ...]:
+    """The held-out budgets, nearest first."""
+    if predict_budget is None:
+        return ()
+    if isinstance(predict_budget, (int, float)):
+        return (float(predict_budget),)
+    found = sorted(float(b) for b in predict_budget)
+    if len(set(found)) != len(found):
+        raise StudyInputError(f"predict_budget={list(predict_budget)!r} names a budget twice; "
+                              "give each held-out budget once")
+    return tuple(found)
 
 
 def _options(train_options: TrainOptions | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -219,7 +244,7 @@ def _options(train_options: TrainOptions | Mapping[str, Any] | None) -> dict[str
 
 
 def _check_study(name: str, budgets: list[float], heuristic: ScalingHeuristic, vocab: int | None,
-                 predict_budget: float | None, labels: StudyLabels, baseline: str | None,
+                 held_out: tuple[float, ...], labels: StudyLabels, baseline: str | None,
                  replicates: int) -> None:
     if not budgets:
         raise StudyInputError("isoflop_study needs at least one budget")
@@ -234,8 +259,8 @@ def _check_study(name: str, budgets: list[float], heuristic: ScalingHeuristic, v
         raise StudyInputError(f"the heuristic's vocab_size ({heuristic_vocab}) is smaller than "
                               f"tokenizer_vocab_size ({vocab}); give the heuristic "
                               f"vocab_size={vocab}")
-    if predict_budget is not None and predict_budget <= budgets[-1]:
-        raise StudyInputError(f"predict_budget ({predict_budget:.3g}) must exceed the largest "
+    if held_out and held_out[0] <= budgets[-1]:
+        raise StudyInputError(f"predict_budget ({held_out[0]:.3g}) must exceed the largest "
                               f"swept budget ({budgets[-1]:.3g}): it is the held-out budget")
     if baseline is not None and baseline not in labels.order:
         raise StudyInputError(f"baseline={baseline!r} is no label of the study; use one of "
@@ -315,11 +340,11 @@ def _candidate_step(folder: str, stem: str, label: str, group: str,
 
 def _prediction_step(name: str, stem: str, label: str, labels: StudyLabels, fit: ExecutorStep,
                      data: Any, heuristic: ScalingHeuristic, budget: float,
-                     options: dict[str, Any],
-                     eval_points: int) -> ExecutorStep:
+                     options: dict[str, Any], eval_points: int,
+                     further: bool = False) -> ExecutorStep:
     """A label's checked prediction: depends on the fit; resources and estimate are those of
     the heuristic's largest candidate at ``budget`` (the run is chosen when the fit is
-    known)."""
+    known). A further held-out budget's step is named by its budget too."""
     candidates = study_candidates(heuristic, [budget])[budget]
     largest = max(candidates, key=lambda c: c.params)
     label_stem = stem if labels.single else f"{stem}-{label}"
@@ -329,8 +354,10 @@ def _prediction_step(name: str, stem: str, label: str, labels: StudyLabels, fit:
                               group=group, train_options=dict(options),
                               eval_points=eval_points)
     hours = max(c.estimated_device_hours or 0.0 for c in candidates)
-    return ExecutorStep(f"{name}/prediction" if labels.single else f"{name}/prediction/{label}",
-                        run_prediction, config,
+    step_name = f"{name}/prediction" if labels.single else f"{name}/prediction/{label}"
+    if further:
+        step_name += f"-{budget_tag(budget)}"
+    return ExecutorStep(step_name, run_prediction, config,
                         description=f"train {label}'s predicted optimum at {budget:.3g} FLOPs",
                         resources=resources_of(largest),
                         estimate=ComputeEstimate(budget, hours),

@@ -45,12 +45,13 @@ __all__ = ["StudyOutputs", "load_study", "print_study_summary", "study_outputs"]
 
 @dataclass(frozen=True)
 class StudyOutputs:
-    """Where a study's fit, report and each label's prediction write (None: no such step)."""
+    """Where a study's fit, report and each label's predictions write (None: no such step);
+    ``predictions`` are (label, folder) pairs, a pair per held-out budget."""
 
     fit: str | None = None
     report: str | None = None
     title: str = ""
-    predictions: dict[str, str] = field(default_factory=dict)
+    predictions: tuple[tuple[str, str], ...] = ()
 
 
 def study_outputs(graph: StepGraph, study: IsoFlopStudy | None = None) -> StudyOutputs:
@@ -61,10 +62,10 @@ def study_outputs(graph: StepGraph, study: IsoFlopStudy | None = None) -> StudyO
         return StudyOutputs(graph.node_of(study.fit).output_path,
                             graph.node_of(study.report).output_path,
                             study.report.config.title,
-                            {label: graph.node_of(s).output_path
-                             for label, s in study.predictions.items()})
+                            tuple((label, graph.node_of(s).output_path) for label, steps in
+                                  _checks(study).items() for s in steps))
     fit = report = None
-    title, predictions = "", {}
+    title, predictions = "", []
     for node in graph.nodes:
         config = node.step.config
         if isinstance(config, StudyFitConfig):
@@ -72,8 +73,14 @@ def study_outputs(graph: StepGraph, study: IsoFlopStudy | None = None) -> StudyO
         elif isinstance(config, StudyReportConfig):
             report, title = node.output_path, config.title
         elif isinstance(config, PredictionConfig):
-            predictions[config.label] = node.output_path
-    return StudyOutputs(fit, report, title, predictions)
+            predictions.append((config.label, node.output_path))
+    return StudyOutputs(fit, report, title, tuple(predictions))
+
+
+def _checks(study: IsoFlopStudy) -> dict[str, list[Any]]:
+    """Each label's prediction steps, nearest held-out budget first."""
+    return {label: [step, *study.further_predictions.get(label, ())]
+            for label, step in study.predictions.items()}
 
 
 def load_study(source: IsoFlopStudy | InvocationResult | Plan | str | Sequence[Any],
@@ -132,15 +139,15 @@ def _from_folder(path: str) -> StudyResult:
     fit = _newest(join_url(path, "fit-*", FIT))
     if fit is None:
         raise ArtifactError(f"{path} holds no study: no report-*/{RESULT} and no fit-*/{FIT}")
-    predictions = {}
-    single = _newest(join_url(path, "prediction-*", PREDICTION))
-    if single is not None:
-        predictions["default"] = single
-    for url in glob(join_url(path, "prediction", "*", PREDICTION)):
-        label = url.rstrip("/").split("/")[-2].rsplit("-", 1)[0]
-        found = _newest(join_url(path, "prediction", f"{label}-*", PREDICTION))
-        if found is not None:
-            predictions[label] = found
+    found: dict[str, str] = {}  # step name (folder less its version) -> newest file
+    for url in [*glob(join_url(path, "prediction-*", PREDICTION)),
+                *glob(join_url(path, "prediction", "*", PREDICTION))]:
+        folder = url.rstrip("/").rsplit("/", 1)[0]
+        name = folder.rsplit("-", 1)[0]
+        if name not in found:
+            version = "[0-9a-f]" * 8  # not name-8e11-<version>, a further budget's step
+            found[name] = _newest(join_url(f"{name}-{version}", PREDICTION)) or folder
+    predictions = [("", folder) for folder in found.values()]
     return study_result("", fit, predictions)
 
 

@@ -192,8 +192,7 @@ def _label_section(result: StudyResult, label: str, named: bool) -> list[str]:
                 for e in fit.excluded]
     out += _approach2_section(fit, level) + _approach3_section(fit, level)
     out += _targets_section(fit, level) + _noise_section(fit, level)
-    prediction = result.predictions.get(label)
-    if prediction is not None:
+    for prediction in result.checks_of(label):
         out += _prediction_section(prediction, level)
     return out
 
@@ -324,6 +323,12 @@ def _prediction_section(p: Prediction, level: str) -> list[str]:
                          f"from backtests, {p.model_error_dof} degrees of freedom)")
         out.append("- the 95% interval is made of " + ", ".join(parts[:-1]) + " and "
                    + parts[-1] + ", added in quadrature, each with its own quantile")
+    if p.lean_percent is not None and p.uncorrected_loss is not None:
+        out.append(f"- the law's own figure, {p.uncorrected_loss:.4f}, corrected by "
+                   f"{p.lean_percent:+.2f}% for the lean its backtests show")
+    if p.registered_at is not None:
+        out.append(f"- pre-registered: written {p.registered_at} from fit `{p.fit_key}`, "
+                   f"before its run started ({p.run_started_at})")
     if p.within_interval is not None:
         out.append(f"- achieved within the 95% interval: {'yes' if p.within_interval else 'no'}")
     return out

@@ -34,8 +34,9 @@ def draw_plots(result: StudyResult, folder: str, target: float | None = None) ->
     laws = {label if named else None: (fit.budgets, fit.approach2.params, fit.approach2.tokens)
             for label, fit in fits.items() if fit.approach2 is not None}
     if laws:
-        forecasts = {label if named else None: _forecasts(p)
-                     for label, p in result.predictions.items()}
+        forecasts = {label if named else None: [f for p in result.checks_of(label)
+                                                for f in _forecasts(p)]
+                     for label in result.labels}
         write_scaling_overlay(laws, os.path.join(folder, "scaling"), target=target,
                               forecasts=forecasts, colors=colors)
         made.append("scaling")

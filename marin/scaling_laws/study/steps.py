@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from marin.execution.errors import one_line
@@ -81,6 +81,18 @@ def _train(train_config: Any) -> tuple[RunSummary | None, RunStatus, str | None]
         logger.warning("run %s: %s (%s); it is excluded from the fit", train_config.output_path,
                        status, reason)
         return None, status, reason
+
+
+def _now() -> str:
+    """The time, to the microsecond, in UTC (ISO 8601)."""
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
+
+
+def _step_folder(path: Any) -> str:
+    """A step output's folder name (``fit-1a2b3c4d``): its name and version."""
+    return str(path).rstrip("/").rpartition("/")[2]
 
 
 def eval_curves(run_path: str) -> dict[str, tuple[float, ...]]:
@@ -223,6 +235,12 @@ def run_prediction(config: PredictionConfig) -> Prediction:
                **config.train_options}
     train = training_config(candidate, config.data, options,
                             output_path=join_url(config.output_path, PREDICTION_RUN))
+    # pre-registered: the prediction is on disk, naming the fit that made it, before the
+    # run that checks it starts
+    out = replace(out, status=RunStatus.REGISTERED, fit_key=_step_folder(config.fit_path),
+                  registered_at=_now())
+    write_artifact(config.output_path, PREDICTION, out)
+    out = replace(out, run_started_at=_now())
     summary, status, reason = _train(train)
     achieved = summary.metric(fit.metric) if summary is not None else None
     out = replace(out, status=status, reason=reason, achieved_loss=achieved, summary=summary)
@@ -236,12 +254,26 @@ def run_prediction(config: PredictionConfig) -> Prediction:
 
 # -- the report ------------------------------------------------------------------------------
 
-def study_result(title: str, fit_path: str, predictions: dict[str, str]) -> StudyResult:
-    """The ``StudyResult`` from a fit step's output and the labels' prediction outputs."""
+def study_result(title: str, fit_path: str,
+                 predictions: Mapping[str, str] | Sequence[tuple[str, str]]) -> StudyResult:
+    """The ``StudyResult`` from a fit step's output and the prediction outputs: label ->
+    folder, or (label, folder) pairs where a label has several held-out budgets (its nearest
+    is ``predictions[label]``, the others ``further``)."""
     fits = read_fits(fit_path)
-    found = {label: read_prediction(path) for label, path in predictions.items()}
+    pairs = list(predictions.items()) if isinstance(predictions, Mapping) else list(predictions)
+    found = sorted((p for _, path in pairs if (p := read_prediction(path)) is not None),
+                   key=lambda p: p.budget)
+    nearest: dict[str, Prediction] = {}
+    further = []
+    for p in found:
+        if p.label in nearest:
+            further.append(p)
+        else:
+            nearest[p.label] = p
     return StudyResult(title=title, metric=fits.metric, labels=fits.labels, fits=fits.fits,
-                       predictions={k: v for k, v in found.items() if v is not None},
+                       predictions={label: nearest[label] for label in fits.labels
+                                    if label in nearest},
+                       further=tuple(further),
                        comparisons=fits.comparisons, comparison_error=fits.comparison_error,
                        not_compared=fits.not_compared,
                        baseline=fits.baseline, model_error=fits.model_error,
@@ -254,5 +286,5 @@ def write_study_report(config: StudyReportConfig) -> str:
     from marin.scaling_laws.study.report import render_report
 
     result = study_result(config.title, config.fit_path,
-                          {p.label: p.path for p in config.predictions})
+                          [(p.label, p.path) for p in config.predictions])
     return render_report(result, config.output_path)

@@ -83,7 +83,8 @@ def factor_text(value: float | None, interval: Sequence[float] | None) -> str:
     return f"\u00d7/\u00f7 {fmt(max(value / low, high / value, 1.0), 2)}"
 
 
-def label_lines(fit: StudyFit, prediction: Prediction | None) -> list[str]:
+def label_lines(fit: StudyFit, prediction: Prediction | None,
+                further: Sequence[Prediction] = ()) -> list[str]:
     lines = [f"runs: {fit.used} used, {len(fit.excluded)} excluded"]
     if fit.approach2 is not None:
         lines.append("Approach 2: " + law_text(fit.approach2.params, "N_opt") + "; "
@@ -98,8 +99,8 @@ def label_lines(fit: StudyFit, prediction: Prediction | None) -> list[str]:
                                                                    "beta")))
     else:
         lines.append(f"Approach 3: not fitted ({fit.approach3_error})")
-    if prediction is not None:
-        lines.extend(prediction_lines(prediction))
+    for p in ([prediction] if prediction is not None else []) + list(further):
+        lines.extend(prediction_lines(p))
     return lines
 
 
@@ -162,12 +163,14 @@ def summary_lines(study: StudyResult) -> list[str]:
     """What a study found, label by label, then the comparison."""
     if len(study.labels) == 1:
         label = study.labels[0]
-        return [*label_lines(study.fits[label], study.predictions.get(label)),
+        return [*label_lines(study.fits[label], study.predictions.get(label),
+                             study.checks_of(label)[1:]),
                 intervals_line(study)]
     lines = [f"metric: {study.metric}; labels: {', '.join(study.labels)}"]
     for label in study.labels:
         lines += [f"{label}: {line.strip()}" for line in
-                  label_lines(study.fits[label], study.predictions.get(label))]
+                  label_lines(study.fits[label], study.predictions.get(label),
+                              study.checks_of(label)[1:])]
     lines.append(intervals_line(study))
     lines += [comparison_line(c) for c in study.comparisons]
     lines += [n.reason for n in _once(study.not_compared)]

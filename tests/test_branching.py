@@ -30,9 +30,11 @@ pytestmark = pytest.mark.slow
 
 def _config(cache: Path, out: Path, train_steps: int, decay_fraction: float = 0.0,
             decay_shape: str = "1-sqrt", **changes):
-    config = tiny_config(cache, out, train_steps=train_steps, eval_every=0,
+    config = tiny_config(cache, out, train_steps=train_steps, eval_every=0, eval_batches=1,
                          compute_dtype="float32", async_checkpoints=False, **changes)
-    return dataclasses.replace(config, optimizer=dataclasses.replace(
+    return dataclasses.replace(config, model=dataclasses.replace(
+        config.model, num_layers=1, hidden_dim=32, intermediate_dim=64, num_heads=2,
+        num_kv_heads=1, seq_len=32), optimizer=dataclasses.replace(
         config.optimizer, warmup_fraction=0.1, decay_fraction=decay_fraction,
         decay_shape=decay_shape))
 

@@ -4,6 +4,7 @@ when the config is built, and the wait for a parent's published step."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from marin.execution import ExecutorStep, StepGraph, added_field, this_output_path
+from marin.execution.lease import LeaseRecord, boot_id, host_name
 from marin.execution.states import StepState
-from marin.execution.status import StatusRecord, status_path
+from marin.execution.status import StatusRecord, lease_path, status_path
 from marin.models import TransformerConfig
 from marin.training import BranchPoint, TrainingConfigError, TrainLmConfig, cooldown_config
 from marin.training.branching import BranchError, kept_steps, wait_for_branch_point
@@ -199,3 +201,21 @@ def test_a_branch_whose_parent_failed_or_ended_without_its_step_fails_naming_it(
                        r"keeps steps \[10\]\): branch at one of them$"):
         wait_for_branch_point(BranchPoint(str(run), 20), poll=0.01)
     assert wait_for_branch_point(BranchPoint(str(run), 10)) == str(run / "checkpoints")
+
+
+def test_a_failed_parent_that_is_being_run_again_keeps_the_branch_waiting(tmp_path: Path):
+    run = tmp_path / "stable"
+    run.mkdir()
+    _status(run, StepState.FAILED, "RuntimeError: the first attempt broke")
+    # a new attempt holds the lease (live: this process, renewed now) before its RUNNING
+    lease = LeaseRecord("r2", host_name(), os.getpid(), time.time(), 600.0, boot_id=boot_id())
+    Path(lease_path(str(run))).write_bytes(lease.encode())
+    found: list[str] = []
+    waiter = threading.Thread(target=lambda: found.append(
+        wait_for_branch_point(BranchPoint(str(run), 20), poll=0.01)))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and not found
+    _publish(run, 20)
+    waiter.join(30)
+    assert found == [str(run / "checkpoints")]

@@ -46,8 +46,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from marin.execution.lease import LeaseRecord
 from marin.execution.states import StepState
-from marin.execution.status import CorruptRecordError, StatusRecord, status_path
+from marin.execution.status import CorruptRecordError, StatusRecord, lease_path, status_path
 from marin.execution.step import ExecutorStep, OutputPathOf, output_path_of
 from marin.storage import get_storage
 from marin.storage.files import join_url
@@ -202,13 +203,20 @@ def wait_for_branch_point(point: BranchPoint, poll: float = POLL_SECONDS) -> str
 
 def _parent_state(run: str) -> tuple[StepState | None, str | None]:
     """The state the parent's ``.executor_status`` names and its error's first line (None:
-    no status, a run outside the executor or not started yet)."""
-    blob = get_storage(run).read(status_path(run))
+    no status, a run outside the executor or not started yet, or a failed one that a live
+    lease says is being run again)."""
+    storage = get_storage(run)
+    blob = storage.read(status_path(run))
     if blob is None:
         return None, None
     try:
         record = StatusRecord.decode(blob.data)
     except CorruptRecordError:
         return None, None  # being written, or unreadable: look again
+    if record.status in (StepState.FAILED, StepState.CANCELLED):
+        lease = storage.read(lease_path(run))
+        held = None if lease is None else LeaseRecord.decode(lease.data)
+        if held is not None and held.takeover_reason() is None:
+            return None, None  # an attempt holds the lease: a rerun, not yet RUNNING
     first = (record.error or "").strip().splitlines()
     return record.status, first[0][:200] if first else None

@@ -65,9 +65,9 @@ def test_a_branchs_learning_rate_is_the_from_scratch_runs_at_every_step(cache: P
                                     for s in range(k, total + 1)], rel=1e-6, abs=1e-9)
 
 
-def _losses(run: Path) -> dict[int, float]:
-    return {r["step"]: r["train/loss"] for r in map(json.loads, (run / "metrics.jsonl").open())
-            if "train/loss" in r}
+def _losses(run: Path, metric: str = "train/loss") -> dict[int, float]:
+    return {r["step"]: r[metric] for r in map(json.loads, (run / "metrics.jsonl").open())
+            if metric in r}
 
 
 def test_a_cooldown_branch_optimizes_exactly_as_the_from_scratch_wsd_run(cache: Path,
@@ -85,6 +85,9 @@ def test_a_cooldown_branch_optimizes_exactly_as_the_from_scratch_wsd_run(cache: 
     # step 9 trains on batch 8: the first batch after the branch point is the parent's next
     assert [branched[s] for s in range(9, 17)] == pytest.approx(
         [straight[s] for s in range(9, 17)], rel=2e-5)
+    rates = [_losses(run, "optim/learning_rate") for run in (tmp_path / "branch",
+                                                              tmp_path / "scratch")]
+    assert [rates[0][s] for s in range(9, 17)] == [rates[1][s] for s in range(9, 17)]
     assert [_losses(tmp_path / "stable")[s] for s in range(1, 9)] == pytest.approx(
         [straight[s] for s in range(1, 9)], rel=2e-5)
     tokens_per_step = branch.batch_size * branch.model.seq_len

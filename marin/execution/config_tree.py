@@ -46,6 +46,7 @@ from marin.execution.step import (
     ThisOutputPath,
     UnversionedValue,
     VersionedValue,
+    is_added_field,
     is_unversioned_field,
 )
 
@@ -95,7 +96,10 @@ class Kind(enum.Enum):
 
 
 _KINDS: dict[type, Kind] = {}
-_RECORD_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+_RECORD_FIELDS: dict[type, tuple[tuple[str, bool, Any], ...]] = {}
+
+#: ``record_fields``'s third item for a field that is walked at any value
+ALWAYS = object()
 
 
 def kind_of(value: Any) -> Kind:
@@ -130,14 +134,18 @@ def _is_pydantic_model_class(cls: type) -> bool:
     return pydantic is not None and issubclass(cls, pydantic.BaseModel)
 
 
-def record_fields(cls: type) -> tuple[tuple[str, bool], ...]:
-    """A record class's field names, each with whether it is declared unversioned."""
+def record_fields(cls: type) -> tuple[tuple[str, bool, Any], ...]:
+    """A record class's field names, each with whether it is declared unversioned and, for
+    an ``added_field``, its default (``ALWAYS`` for any other field)."""
     fields = _RECORD_FIELDS.get(cls)
     if fields is None:
         if dataclasses.is_dataclass(cls):
-            fields = tuple((f.name, is_unversioned_field(f)) for f in dataclasses.fields(cls))
+            fields = tuple((f.name, is_unversioned_field(f),
+                            f.default if is_added_field(f) else ALWAYS)
+                           for f in dataclasses.fields(cls))
         else:
-            fields = tuple((name, False) for name in cls.model_fields)  # type: ignore[attr-defined]
+            fields = tuple((name, False, ALWAYS)
+                           for name in cls.model_fields)  # type: ignore[attr-defined]
         _RECORD_FIELDS[cls] = fields
     return fields
 
@@ -145,7 +153,7 @@ def record_fields(cls: type) -> tuple[tuple[str, bool], ...]:
 def children(value: Any, kind: Kind) -> list[tuple[Any, Any]]:
     """``(key, child)`` pairs: field name, mapping key, position, or None in a set."""
     if kind is Kind.RECORD:
-        return [(name, getattr(value, name)) for name, _ in record_fields(type(value))]
+        return [(name, getattr(value, name)) for name, _, _ in record_fields(type(value))]
     if kind is Kind.MAPPING:
         return list(value.items())
     if kind is Kind.SEQUENCE:
@@ -158,7 +166,7 @@ def children(value: Any, kind: Kind) -> list[tuple[Any, Any]]:
 def child_values(value: Any, kind: Kind) -> Any:
     """The children of ``children(value, kind)`` without their keys (an iterable)."""
     if kind is Kind.RECORD:
-        return [getattr(value, name) for name, _ in record_fields(type(value))]
+        return [getattr(value, name) for name, _, _ in record_fields(type(value))]
     if kind is Kind.MAPPING:
         return value.values()
     return value if kind is Kind.SEQUENCE or kind is Kind.SET else ()
@@ -244,8 +252,11 @@ class ConfigVisitor(Generic[R]):
     and how a container combines its children's ``(key, child, result)`` items
     (``container``); ``path`` is the node's dotted path (None when not tracked).
     A dataclass field declared ``unversioned_field`` is walked unless
-    ``keep_unversioned(value)`` says no."""
+    ``keep_unversioned(value)`` says no; one declared ``added_field`` is left out while it
+    holds its default when ``omit_defaults`` (hashing) is set."""
 
+    omit_defaults = False
+    """Leave out each ``added_field`` that holds its default (what the hash does)."""
     _on_path: dict[int, str | None] | None = None
     """The containers (and markers) being walked, from the root down: id to path."""
 
@@ -272,9 +283,12 @@ class ConfigVisitor(Generic[R]):
             items: list[tuple[Any, Any, R]]
             if kind is Kind.RECORD:
                 items = []
-                for name, unversioned in _RECORD_FIELDS.get(cls) or record_fields(cls):
+                for name, unversioned, default in _RECORD_FIELDS.get(cls) or record_fields(cls):
                     child = getattr(value, name)
                     if unversioned and not self.keep_unversioned(child):
+                        continue
+                    if default is not ALWAYS and self.omit_defaults and _is_default(
+                            child, default):
                         continue
                     items.append((name, child,
                                   visit(child, None if path is None else f"{path}.{name}")))
@@ -302,6 +316,11 @@ class ConfigVisitor(Generic[R]):
     def container(self, value: Any, kind: Kind, items: list[tuple[Any, Any, R]],
                   path: str | None) -> R:
         raise NotImplementedError
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """``value`` is an ``added_field``'s ``default`` (of its type: ``1`` is not ``True``)."""
+    return value is default or (type(value) is type(default) and value == default)
 
 
 class _Mapper(ConfigVisitor[Any]):

@@ -66,6 +66,8 @@ def canonicalize(value: Any, dependency_id: Callable[[ExecutorStep], str],
 class _Canonicalizer(ConfigVisitor[Any]):
     """The walk is ``config_tree``'s; this class says what each node hashes as."""
 
+    omit_defaults = True  # an added_field at its default moves no key
+
     def __init__(self, dependency_id: Callable[[ExecutorStep], str]):
         self._dependency_id = dependency_id
 

@@ -18,7 +18,9 @@ Placeholders inside it are replaced by concrete paths just before ``fn(config)``
 * ``versioned(value, version=...)`` hashes ``version`` in place of ``value`` (the way to
   give a callable or other opaque value an identity);
 * ``unversioned(value)`` passes ``value`` through but leaves it out of the hash, as does a
-  dataclass field declared with ``unversioned_field(...)``.
+  dataclass field declared with ``unversioned_field(...)``;
+* a dataclass field declared with ``added_field(default=...)`` is hashed, but left out of
+  the hash while it holds its default: adding it to a config moves no existing step key.
 
 A step whose function is declared ``@resumable`` (``train_lm``, ``tokenize``) resumes
 from what an earlier attempt left, unless it says ``resumable=False``.
@@ -42,6 +44,7 @@ ConfigT = TypeVar("ConfigT")
 T = TypeVar("T")
 
 UNVERSIONED_METADATA_KEY = "marin.unversioned"
+ADDED_METADATA_KEY = "marin.added"
 EXTERNAL_METADATA_KEY = "marin.external_path"
 
 
@@ -353,6 +356,24 @@ def unversioned_field(**kwargs: Any) -> Any:
     metadata = dict(kwargs.pop("metadata", None) or {})
     metadata[UNVERSIONED_METADATA_KEY] = True
     return field(metadata=metadata, **kwargs)
+
+
+def added_field(*, default: Any, **kwargs: Any) -> Any:
+    """A dataclass ``field(default=...)`` added to a config that existing steps already
+    hash: versioned, but left out of the hash while it holds ``default``, so no existing
+    step key moves; any other value is hashed as usual. ``default`` must be an immutable
+    value (None, a number, a string), compared with ``==``, e.g.
+    ``decay_shape: str = added_field(default="linear")``."""
+    if default is dataclasses.MISSING or isinstance(default, (list, dict, set)):
+        raise TypeError("added_field needs an immutable default (None, a number, a string), "
+                        f"got {default!r}")
+    metadata = dict(kwargs.pop("metadata", None) or {})
+    metadata[ADDED_METADATA_KEY] = True
+    return field(default=default, metadata=metadata, **kwargs)
+
+
+def is_added_field(f: dataclasses.Field) -> bool:
+    return bool(f.metadata.get(ADDED_METADATA_KEY, False))
 
 
 def external_path_field(**kwargs: Any) -> Any:

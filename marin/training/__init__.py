@@ -3,6 +3,7 @@ candidate is built above it, by ``marin.scaling_laws.runs.train_step``.
 
     from marin.training import OptimizerHyperparameters, TrainLmConfig, train_lm
     from marin.training import DataComponent, ValidationSet, RunSummary, read_summary
+    from marin.training import BranchPoint, cooldown_config   # runs that branch from a checkpoint
 
 Design note: names are loaded on first use (PEP 562), so ``import marin.training`` or
 ``marin.training.hyperparameters``, ``marin.training.config`` and ``marin.training.summary``
@@ -15,6 +16,7 @@ from __future__ import annotations
 from marin._lazy import lazy_exports
 
 _EXPORTS = {
+    "BranchPoint": "marin.training.branching",
     "DataComponent": "marin.training.config",
     "EvalFigures": "marin.training.summary",
     "OptimizerHyperparameters": "marin.training.hyperparameters",
@@ -24,6 +26,7 @@ _EXPORTS = {
     "TrainingDivergedError": "marin.training.config",
     "TrainingOutOfMemoryError": "marin.training.config",
     "ValidationSet": "marin.training.config",
+    "cooldown_config": "marin.training.branching",
     "read_summary": "marin.training.summary",
     "train_lm": "marin.training.trainer",
 }

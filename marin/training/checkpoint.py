@@ -3,6 +3,7 @@
     checkpoints = Checkpoints(join_url(out, "checkpoints"), keep_last=2, keep_every=1000)
     step = checkpoints.latest_step()                 # None, or the newest complete step
     state, meta = checkpoints.restore(step, like=(model, opt_state))
+    state, meta = read_checkpoint(other_run_root, step, like=(model, opt_state))  # read only
     checkpoints.save(100, (model, opt_state), {"data_step": 100})  # returns at once
     checkpoints.close()                              # waits for the last save to commit
 
@@ -40,9 +41,7 @@ tensorstore's own GCS driver directly (emulators: ``TENSORSTORE_GCS_HTTP_URL`` a
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -51,13 +50,19 @@ from typing import Any
 import equinox as eqx
 import jax
 
-from marin.execution.shared import MARKER_SUFFIX, RUNS, SharedFolder
+from marin.execution.shared import SharedFolder
 from marin.storage.files import join_url, normalize_url, url_to_fs
+from marin.training.checkpoint_folders import (
+    COMPLETE,
+    PREFIX,
+    complete_checkpoints,
+    latest_checkpoint,
+    step_folder,
+)
 
-PREFIX = "step"
-COMPLETE = "COMPLETE"  # the commit marker of an s3:// checkpoint
-_STEP = re.compile(rf"^{PREFIX}_(\d+)$")
-_MARKER = re.compile(rf"^{PREFIX}_(\d+){re.escape(MARKER_SUFFIX)}$")
+__all__ = ["COMPLETE", "CheckpointError", "Checkpoints", "complete_checkpoints",
+           "latest_checkpoint", "read_checkpoint", "step_folder"]
+
 
 # Design note: orbax pairs the parts of one asynchronous save (the folder it creates, the
 # writes that wait for that folder, the clean-up once committed) through one counter and
@@ -73,10 +78,6 @@ _SAVING = threading.Lock()
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or written; the message names it."""
-
-
-def step_folder(root: str, step: int) -> str:
-    return join_url(root, f"{PREFIX}_{step:08d}")
 
 
 class Checkpoints:
@@ -175,39 +176,9 @@ class Checkpoints:
 
     def restore(self, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
         """Checkpoint ``step`` as a state shaped, typed and sharded like ``like``."""
-        import orbax.checkpoint as ocp
-
-        folder = dict(complete_checkpoints(self.root)).get(step)
-        if folder is None:
-            raise CheckpointError(f"no complete checkpoint {step_folder(self.root, step)}; "
-                                  f"the complete ones are steps {self.steps()}")
-        downloaded = self._remote.download(folder) if self._remote is not None else None
-        parent = folder.rsplit("/", 1)[0]
-        if downloaded is not None:
-            manager = _manager(downloaded, None, 0, False)
-        elif parent == self._own:
-            manager = self._manager
-        else:  # another attempt's folder: read only, its temporary folders left alone
-            manager = _manager(parent, None, 0, False, read_only=True)
-        arrays, rest = eqx.partition(like, eqx.is_array)
-        targets = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
-                   for x in jax.tree.leaves(arrays)]
-        try:
-            _refuse_other_shapes(manager, step, arrays, step_folder(self.root, step))
-            restore_args = ocp.checkpoint_utils.construct_restore_args(targets)
-            out = manager.restore(step, args=ocp.args.Composite(
-                state=ocp.args.PyTreeRestore(targets, restore_args=restore_args),
-                meta=ocp.args.JsonRestore()))
-        except (FileNotFoundError, ValueError) as e:
-            raise CheckpointError(f"cannot restore {step_folder(self.root, step)}: {e}. "
-                                  "Was it written for another model shape?") from e
-        finally:
-            if manager is not self._manager:
-                manager.close()
-            if downloaded is not None:
-                shutil.rmtree(downloaded, ignore_errors=True)
-        state = jax.tree.unflatten(jax.tree.structure(arrays), list(out.state))
-        return eqx.combine(state, rest), dict(out.meta)
+        folder = _complete_folder(self.root, step)
+        own = self._remote is None and folder.rsplit("/", 1)[0] == self._own
+        return _restore(self.root, folder, step, like, self._manager if own else None)
 
     def wait(self) -> None:
         """Block until every save started so far is committed."""
@@ -221,6 +192,53 @@ class Checkpoints:
         self._manager.close()
         if self._remote is not None:
             self._remote.close()
+
+
+def read_checkpoint(root: str, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
+    """Checkpoint ``step`` of another run's checkpoints ``root``, read only (nothing there
+    is created, cleaned up or deleted), shaped like ``like``."""
+    return _restore(root, _complete_folder(root, step), step, like, None)
+
+
+def _complete_folder(root: str, step: int) -> str:
+    found = dict(complete_checkpoints(root))
+    if step not in found:
+        raise CheckpointError(f"no complete checkpoint {step_folder(root, step)}; the "
+                              f"complete ones are steps {sorted(found)}")
+    return found[step]
+
+
+def _restore(root: str, folder: str, step: int, like: Any, own) -> tuple[Any, dict]:
+    """``folder`` (checkpoint ``step`` of ``root``) through the manager ``own``, else a
+    read-only one of its parent folder, its temporary folders left alone (s3: a copy)."""
+    import orbax.checkpoint as ocp
+
+    downloaded = _download(folder) if folder.startswith("s3://") else None
+    if own is not None:
+        manager = own
+    elif downloaded is not None:
+        manager = _manager(downloaded, None, 0, False)
+    else:
+        manager = _manager(folder.rsplit("/", 1)[0], None, 0, False, read_only=True)
+    arrays, rest = eqx.partition(like, eqx.is_array)
+    targets = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+               for x in jax.tree.leaves(arrays)]
+    try:
+        _refuse_other_shapes(manager, step, arrays, step_folder(root, step))
+        restore_args = ocp.checkpoint_utils.construct_restore_args(targets)
+        out = manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.PyTreeRestore(targets, restore_args=restore_args),
+            meta=ocp.args.JsonRestore()))
+    except (FileNotFoundError, ValueError) as e:
+        raise CheckpointError(f"cannot restore {step_folder(root, step)}: {e}. "
+                              "Was it written for another model shape?") from e
+    finally:
+        if manager is not own:
+            manager.close()
+        if downloaded is not None:
+            shutil.rmtree(downloaded, ignore_errors=True)
+    state = jax.tree.unflatten(jax.tree.structure(arrays), list(out.state))
+    return eqx.combine(state, rest), dict(out.meta)
 
 
 def _refuse_other_shapes(manager, step: int, arrays: Any, folder: str) -> None:
@@ -252,6 +270,14 @@ def _refuse_other_shapes(manager, step: int, arrays: Any, folder: str) -> None:
                 f"{tuple(leaf.shape)} here and {tuple(meta.shape)} in the checkpoint. {hint}")
 
 
+def _download(folder: str) -> str:
+    """A local copy of the s3:// checkpoint ``folder``, in a new temporary folder."""
+    local = tempfile.mkdtemp(prefix="marin-restore-")
+    fs, path = url_to_fs(folder)
+    fs.get(path, os.path.join(local, folder.rstrip("/").rsplit("/", 1)[-1]), recursive=True)
+    return local
+
+
 def _manager(directory: str, keep_last: int | None, keep_every: int, asynchronous: bool,
              read_only: bool = False):
     """An orbax manager on ``directory``; ``keep_last`` None: it deletes nothing."""
@@ -273,56 +299,6 @@ def _manager(directory: str, keep_last: int | None, keep_every: int, asynchronou
     handlers = {"state": ocp.PyTreeCheckpointHandler(use_compression=False),
                 "meta": ocp.JsonCheckpointHandler()}
     return ocp.CheckpointManager(directory, options=options, item_handlers=handlers)
-
-
-def complete_checkpoints(root: str) -> list[tuple[int, str]]:
-    """(step, folder) of every complete checkpoint under ``root``, oldest first. Reads the
-    folder listing only: a temporary (unfinished) folder never matches."""
-    root = normalize_url(root)
-    fs, path = url_to_fs(root)
-    try:
-        entries = fs.ls(path, detail=False, refresh=True)  # never a cached listing
-    except FileNotFoundError:
-        return []
-    found = {}
-    for entry in entries:
-        name = entry.rstrip("/").rsplit("/", 1)[-1]
-        match = _STEP.match(name)
-        if match and _committed(fs, join_url(path, name), root):
-            found[int(match.group(1))] = join_url(root, name)
-        match = _MARKER.match(name)
-        run = _published_run(fs, join_url(path, name)) if match else None
-        if run is not None:  # a step published to a shared folder (marin.execution.shared)
-            folder = join_url(RUNS, run, name[:-len(MARKER_SUFFIX)])
-            if _committed(fs, join_url(path, folder), root):
-                found[int(match.group(1))] = join_url(root, folder)
-    return sorted(found.items())
-
-
-def _published_run(fs, marker: str) -> str | None:
-    try:
-        run = json.loads(fs.cat(marker)).get("run")
-    except (FileNotFoundError, ValueError, AttributeError):
-        return None  # unpublished while listed, or not a marker
-    return run if isinstance(run, str) and run and "/" not in run else None
-
-
-def _committed(fs, path: str, root: str) -> bool:
-    if root.startswith("s3://"):
-        marker = COMPLETE
-    elif root.startswith("gs://"):  # no atomic rename on GCS: orbax writes a marker last
-        marker = "commit_success.txt"
-    else:
-        return True  # a local folder gets its final name only once complete
-    # The filesystem is shared with the rest of the process (marin.storage.files) and may
-    # hold a listing of this folder from before another process changed it.
-    fs.invalidate_cache(path)
-    return fs.exists(join_url(path, marker))
-
-
-def latest_checkpoint(root: str) -> str | None:
-    found = complete_checkpoints(root)
-    return found[-1][1] if found else None
 
 
 class _Background:
@@ -383,12 +359,6 @@ class _Staged:
                 folder = step_folder(self.path, step)
                 self.fs.rm(join_url(folder, COMPLETE))  # no longer counts, then goes
                 self.fs.rm(folder, recursive=True)
-
-    def download(self, folder: str) -> str:
-        local = tempfile.mkdtemp(prefix="marin-restore-")
-        name = folder.rstrip("/").rsplit("/", 1)[-1]
-        self.fs.get(url_to_fs(folder)[1], os.path.join(local, name), recursive=True)
-        return local
 
     def wait(self) -> None:
         try:

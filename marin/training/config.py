@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from marin._cache_dir import cache_dir
-from marin.execution.step import this_output_path, unversioned_field
+from marin.execution.step import added_field, this_output_path, unversioned_field
 from marin.models.config import TransformerConfig
 from marin.trackers.config import TrackerConfig, TrackerConfigError
-from marin.training.hyperparameters import OptimizerHyperparameters
+from marin.training.branching import BranchError, BranchPoint, check_branch
+from marin.training.hyperparameters import DECAY_SHAPES, OptimizerHyperparameters
 
-__all__ = ["DEFAULT_COMPILATION_CACHE", "DataComponent", "TrainLmConfig", "TrainingConfigError",
-           "TrainingDivergedError", "TrainingOutOfMemoryError", "ValidationSet",
-           "check_batch_layout", "compilation_cache_folder"]
+__all__ = ["DEFAULT_COMPILATION_CACHE", "BranchPoint", "DataComponent", "TrainLmConfig",
+           "TrainingConfigError", "TrainingDivergedError", "TrainingOutOfMemoryError",
+           "ValidationSet", "check_batch_layout", "compilation_cache_folder"]
 
 
 class TrainingDivergedError(RuntimeError):
@@ -127,6 +128,11 @@ class TrainLmConfig:
             of one micro-step are live at a time. None: the whole per-device batch in one
             pass. It must divide the per-device batch (``check_batch_layout``). Unversioned:
             the losses are those of the whole batch (within float32 rounding).
+        init_from: a ``BranchPoint(run=output_path_of(parent, blocking=False), step=k)``:
+            start from the parent run's checkpoint of step ``k`` (parameters, optimizer
+            state, data position) and train steps ``k..train_steps``, the decay from ``k``
+            to zero (``marin.training.branching``). None: from scratch. Left out of the
+            step's key while None.
     """
 
     cache_path: Any = None  # a path, or a placeholder until the executor resolves it
@@ -152,6 +158,7 @@ class TrainLmConfig:
     trackers: list[TrackerConfig] = unversioned_field(default_factory=list)  # noqa: RUF009
     compilation_cache: str | None = unversioned_field(default=DEFAULT_COMPILATION_CACHE)
     microbatch_size: int | None = unversioned_field(default=None)
+    init_from: BranchPoint | None = added_field(default=None)  # noqa: RUF009
 
     def __post_init__(self) -> None:
         from marin.trackers.fanout import check_trackers
@@ -178,6 +185,14 @@ class TrainLmConfig:
         if kind not in ("adamw", "adamh"):
             raise TrainingConfigError(f"TrainLmConfig.optimizer.optimizer must be 'adamw' or "
                                       f"'adamh', got {kind!r}")
+        shape = getattr(self.optimizer, "decay_shape", None)
+        if shape not in DECAY_SHAPES:
+            raise TrainingConfigError(f"TrainLmConfig.optimizer.decay_shape must be one of "
+                                      f"{', '.join(map(repr, DECAY_SHAPES))}, got {shape!r}")
+        try:  # a branch's parent, when known (at planning time), is checked here
+            check_branch(self)
+        except BranchError as e:
+            raise TrainingConfigError(str(e)) from None
         if self.compilation_cache is not None and (
                 not isinstance(self.compilation_cache, str) or not self.compilation_cache):
             raise TrainingConfigError(

@@ -14,7 +14,10 @@
   decay is needed; vectors and embeddings take plain Adam steps of ``adam_learning_rate``.
 
 Schedules are warmup-stable-decay: linear warmup over ``warmup_fraction`` of the steps, a
-constant plateau, and a linear decay to zero over the last ``decay_fraction``.
+constant plateau, and a decay to zero over the last ``decay_fraction``, of the shape
+``decay_shape`` (``linear``, ``1-sqrt`` or ``cosine``). A branch (``TrainLmConfig.init_from``,
+``marin.training.branching``) starts at its branch point ``k`` in its parent's plateau and
+is the decay alone: ``values(..., decay_from=k)`` decays from ``k`` to the last step.
 
 Design note: the learning rates, weight decay, gradient-clipping norm, z-loss weight and
 the schedule's step counts are ``HyperValues``, arrays the jitted update takes as inputs,
@@ -35,30 +38,34 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from marin.training.hyperparameters import OptimizerHyperparameters
+from marin.training.hyperparameters import (
+    DECAY_SHAPES,
+    OptimizerHyperparameters,
+    schedule_steps,
+)
+
+__all__ = ["HyperValues", "Optimizer", "branch_steps", "build_optimizer", "parameter_labels",
+           "schedule_steps", "wsd_schedule"]
 
 MATRIX, STACKED_MATRIX, OTHER = "matrix", "stacked_matrix", "other"
 
 
-def schedule_steps(total_steps: int, warmup_fraction: float, decay_fraction: float
-                   ) -> tuple[int, int, int]:
-    """(warmup steps, step the decay starts at, decay steps) of a warmup-stable-decay run."""
-    warmup = max(1, int(total_steps * warmup_fraction)) if warmup_fraction > 0 else 0
-    decay = int(total_steps * decay_fraction)
-    stable = max(0, total_steps - warmup - decay)
-    return warmup, warmup + stable, decay
+def branch_steps(total_steps: int, decay_from: int) -> tuple[int, int, int]:
+    """``schedule_steps`` of a branch: no warmup of its own (its steps begin at its branch
+    point ``decay_from``, in its parent's plateau), the decay from there to the end."""
+    return 0, decay_from, total_steps - decay_from
 
 
 def wsd_schedule(peak: Any, total_steps: int, warmup_fraction: float,
-                 decay_fraction: float) -> optax.Schedule:
+                 decay_fraction: float, decay_shape: str = "linear") -> optax.Schedule:
     warmup, decay_start, decay = schedule_steps(total_steps, warmup_fraction, decay_fraction)
-    return _wsd(peak, (warmup, decay_start, decay), warmup > 0, decay > 0)
+    return _wsd(peak, (warmup, decay_start, decay), warmup > 0, decay > 0, decay_shape)
 
 
-def _wsd(peak: Any, steps: tuple[Any, Any, Any], warmup: bool, decay: bool
-         ) -> optax.Schedule:
+def _wsd(peak: Any, steps: tuple[Any, Any, Any], warmup: bool, decay: bool,
+         shape: str = "linear") -> optax.Schedule:
     """Warmup-stable-decay; ``peak`` and ``steps`` (``schedule_steps``'s) may be traced,
-    ``warmup`` and ``decay`` say which pieces there are."""
+    ``warmup`` and ``decay`` say which pieces there are, ``shape`` the decay's."""
     pieces, bounds = [], []
     if warmup:
         pieces.append(_linear(0.0, peak, steps[0]))
@@ -66,8 +73,25 @@ def _wsd(peak: Any, steps: tuple[Any, Any, Any], warmup: bool, decay: bool
     pieces.append(lambda count: peak)
     if decay:
         bounds.append(steps[1])
-        pieces.append(_linear(peak, 0.0, steps[2]))
+        pieces.append(_decay(peak, steps[2], shape))
     return optax.join_schedules(pieces, bounds) if bounds else pieces[0]
+
+
+def _decay(peak: Any, steps: Any, shape: str) -> optax.Schedule:
+    """From ``peak`` to zero over ``steps`` > 0 (may be traced), of the ``decay_shape``."""
+    if shape == "linear":
+        return _linear(peak, 0.0, steps)
+    if shape not in DECAY_SHAPES:
+        raise ValueError(f"optimizer.decay_shape must be one of {', '.join(DECAY_SHAPES)}, "
+                         f"got {shape!r}")
+
+    def schedule(count):
+        done = jnp.clip(count, 0, steps) / steps
+        if shape == "1-sqrt":
+            return peak * (1 - jnp.sqrt(done))
+        return peak * (0.5 * (1 + jnp.cos(jnp.pi * done)))
+
+    return schedule
 
 
 def _linear(init: Any, end: Any, steps: Any) -> optax.Schedule:
@@ -150,22 +174,30 @@ class Optimizer:
     clip: bool
     z_loss: bool
     labels: Any
+    decay_shape: str = "linear"
 
     @staticmethod
-    def of(hyper: OptimizerHyperparameters, total_steps: int, params: Any) -> Optimizer:
+    def of(hyper: OptimizerHyperparameters, total_steps: int, params: Any,
+           decay_from: int | None = None) -> Optimizer:
+        """``decay_from``: a branch's branch point (``branch_steps``)."""
         if hyper.optimizer not in ("adamw", "adamh"):
             raise ValueError(f"optimizer.optimizer must be 'adamw' or 'adamh', got "
                              f"{hyper.optimizer!r}")
-        warmup, _, decay = schedule_steps(total_steps, hyper.warmup_fraction,
-                                          hyper.decay_fraction)
+        if hyper.decay_shape not in DECAY_SHAPES:
+            raise ValueError(f"optimizer.decay_shape must be one of "
+                             f"{', '.join(DECAY_SHAPES)}, got {hyper.decay_shape!r}")
+        warmup, _, decay = _steps(hyper, total_steps, decay_from)
         return Optimizer(hyper.optimizer, hyper.beta1, hyper.beta2, hyper.epsilon,
                          warmup > 0, decay > 0, bool(hyper.max_grad_norm),
-                         bool(hyper.z_loss_weight), parameter_labels(params))
+                         bool(hyper.z_loss_weight), parameter_labels(params),
+                         hyper.decay_shape)
 
     @staticmethod
-    def values(hyper: OptimizerHyperparameters, total_steps: int) -> HyperValues:
-        """The traced inputs of a run of ``total_steps`` steps."""
-        steps = schedule_steps(total_steps, hyper.warmup_fraction, hyper.decay_fraction)
+    def values(hyper: OptimizerHyperparameters, total_steps: int,
+               decay_from: int | None = None) -> HyperValues:
+        """The traced inputs of a run of ``total_steps`` steps (a branch's, from
+        ``decay_from``)."""
+        steps = _steps(hyper, total_steps, decay_from)
         f32 = [jnp.asarray(x, jnp.float32) for x in (
             hyper.learning_rate, hyper.adam_learning_rate, hyper.weight_decay,
             hyper.max_grad_norm, hyper.z_loss_weight)]
@@ -174,7 +206,7 @@ class Optimizer:
     def schedule(self, values: HyperValues, peak: Any = None) -> optax.Schedule:
         return _wsd(values.learning_rate if peak is None else peak,
                     (values.warmup_steps, values.decay_start, values.decay_steps),
-                    self.warmup, self.decay)
+                    self.warmup, self.decay, self.decay_shape)
 
     def transformation(self, values: HyperValues) -> optax.GradientTransformation:
         schedule = self.schedule(values)
@@ -192,9 +224,17 @@ class Optimizer:
         return optax.chain(clip, tx)
 
 
-def build_optimizer(hyper: OptimizerHyperparameters, total_steps: int, params: Any
+def _steps(hyper: OptimizerHyperparameters, total_steps: int, decay_from: int | None
+           ) -> tuple[int, int, int]:
+    if decay_from is not None:
+        return branch_steps(total_steps, decay_from)
+    return schedule_steps(total_steps, hyper.warmup_fraction, hyper.decay_fraction)
+
+
+def build_optimizer(hyper: OptimizerHyperparameters, total_steps: int, params: Any,
+                    decay_from: int | None = None
                     ) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """The optimizer with its hyperparameters as constants, and its schedule."""
-    optimizer = Optimizer.of(hyper, total_steps, params)
-    values = optimizer.values(hyper, total_steps)
+    optimizer = Optimizer.of(hyper, total_steps, params, decay_from)
+    values = optimizer.values(hyper, total_steps, decay_from)
     return optimizer.transformation(values), optimizer.schedule(values)

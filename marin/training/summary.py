@@ -48,7 +48,10 @@ class RunSummary:
     ``eval_loss``/``eval_bpb`` are over all validation tokens together; ``macro_loss``/
     ``macro_bpb`` the means over the named sets (with no named set, the one validation
     split's figures); ``evals`` the named sets' own figures. The eval figures are None
-    when the run had no validation data.
+    when the run had no validation data. ``tokens`` are every token the model was trained
+    on; ``flops`` those of this run's own steps: a branch (``parent_run`` and
+    ``branch_step`` set, ``marin.training.branching``) counts only its steps
+    ``branch_step..steps``, the parent's prefix being the parent's.
     """
 
     FORMAT = "marin.run_summary"
@@ -68,6 +71,8 @@ class RunSummary:
     macro_bpb: float | None = None
     evals: dict[str, EvalFigures] = field(default_factory=dict)
     tokens_by_component: dict[str, int] = field(default_factory=dict)
+    parent_run: str | None = None
+    branch_step: int | None = None
 
     def metric(self, name: str) -> float | None:
         """The figure a study's metric names: ``macro_bpb``, ``macro_loss``, ``loss``,
@@ -94,6 +99,8 @@ class RunSummary:
             "eval_loss": self.eval_loss, "eval_bpb": self.eval_bpb,
             "macro_loss": self.macro_loss, "macro_bpb": self.macro_bpb, "evals": evals,
             "tokens_by_component": dict(self.tokens_by_component)}
+        if self.parent_run is not None:
+            data.update(parent_run=self.parent_run, branch_step=self.branch_step)
         return {**data, **self._levanter_names()}
 
     def _levanter_names(self) -> dict[str, Any]:
@@ -138,7 +145,9 @@ class RunSummary:
             macro_bpb=eval_bpb if unversioned else _number(data.get("macro_bpb")),
             evals=evals,
             tokens_by_component={str(k): int(v) for k, v in
-                                 (data.get("tokens_by_component") or {}).items()})
+                                 (data.get("tokens_by_component") or {}).items()},
+            parent_run=None if data.get("parent_run") is None else str(data["parent_run"]),
+            branch_step=None if data.get("branch_step") is None else int(data["branch_step"]))
 
 
 def _number(value: Any, default: float | None = None) -> float | None:

@@ -53,7 +53,8 @@ from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCa
 from marin.services.log_service.handler import install_from_env
 from marin.storage.files import join_url
 from marin.training import metric_names as names
-from marin.training.checkpoint import Checkpoints, step_folder
+from marin.training.branching import wait_for_branch_point
+from marin.training.checkpoint import Checkpoints, read_checkpoint, step_folder
 from marin.training.compilation import use_compilation_cache
 from marin.training.config import (
     DataComponent,
@@ -137,9 +138,12 @@ class _Run:
         self.model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
         # hyperparameters that change no shape are inputs of the update, carried by the
         # state: another learning rate or run length reuses the compiled program
+        # a branch's first step: its schedule is the decay from there (0: from scratch)
+        self.first_step = config.init_from.step if config.init_from is not None else 0
+        decay_from = self.first_step if config.init_from is not None else None
         optimizer = Optimizer.of(config.optimizer, config.train_steps,
-                                 eqx.filter(self.model, eqx.is_inexact_array))
-        self.hyper = optimizer.values(config.optimizer, config.train_steps)
+                                 eqx.filter(self.model, eqx.is_inexact_array), decay_from)
+        self.hyper = optimizer.values(config.optimizer, config.train_steps, decay_from)
         self.tx = optimizer.transformation(self.hyper)
         self.update = make_traced_update_fn(optimizer, dtype, micro_steps)
         self.sharding = _Sharding(config.batch_size, hosts)
@@ -169,20 +173,30 @@ class _Run:
             self.hooks.insert(0, Every(config.eval_every, self.validation.hook, until=end))
 
     def restore_or_init(self) -> tuple[TrainerState, int]:
-        """The state at the latest complete checkpoint, or a fresh one; and its step."""
+        """The state at the latest complete checkpoint (a branch without one of its own:
+        its parent's at the branch point), or a fresh one; and its step."""
         state = TrainerState.init(self.model, self.tx, hyper=self.hyper)
         state = self.sharding.place_state(state)
         latest = self.checkpoints.latest_step()
-        if latest is None:
+        branch = self.config.init_from
+        if latest is None and branch is None:
             self.metrics.add({"step": 0, names.PARAMETER_COUNT: self.config.model.num_params()})
             return state, 0
         # On disk: (model, opt_state) and, in the metadata, the data position.
-        (model, opt_state), meta = self.checkpoints.restore(
-            latest, (state.model, state.opt_state))
+        like = (state.model, state.opt_state)
+        if latest is not None:
+            (model, opt_state), meta = self.checkpoints.restore(latest, like)
+            source = step_folder(self.checkpoints.root, latest)
+        else:  # read only, once the parent has published it (marin.training.branching)
+            root = wait_for_branch_point(branch)
+            (model, opt_state), meta = read_checkpoint(root, branch.step, like)
+            source = step_folder(root, branch.step)
+            self.metrics.add({"step": branch.step,
+                              names.PARAMETER_COUNT: self.config.model.num_params()})
         start = int(meta["data_step"])
         self.metrics.truncate(start)
-        logger.info("resumed from step %d (checkpoint %s)", start,
-                    step_folder(self.checkpoints.root, latest))
+        logger.info("%s from step %d (checkpoint %s)", "resumed" if latest is not None else
+                    "branched", start, source)
         step = jax.device_put(jnp.asarray(start, jnp.int32), state.step.sharding)
         # Every array committed to its devices, as the update's outputs are: a state mixing
         # committed arrays (restored) with uncommitted ones would compile the update twice.
@@ -240,7 +254,7 @@ class _Run:
                   names.TOKENS_PER_SECOND: tokens / elapsed,
                   names.MFU: self.flops_per_step / elapsed / self.peak,
                   names.TOTAL_TOKENS: tokens * (step + 1),
-                  names.TOTAL_GFLOPS: self.flops_per_step * (step + 1) / 1e9,
+                  names.TOTAL_GFLOPS: self.flops_per_step * (step + 1 - self.first_step) / 1e9,
                   "wall_time": time.time()}
         if clock.seconds:
             record["compile_time"] = clock.seconds
@@ -337,6 +351,9 @@ def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
              metrics: MetricsLog, data: TokenCacheDataset | MixtureDataset,
              validation: Validation | None) -> RunSummary:
     tokens = config.train_steps * config.batch_size * config.model.seq_len
+    branch = config.init_from  # a branch's FLOPs are its own steps' (k..train_steps)
+    own = (config.train_steps - branch.step) * config.batch_size * config.model.seq_len \
+        if branch is not None else tokens
     recent = metrics.train_losses()[-10:]
     eval_loss, eval_bpb = final.get(names.EVAL_LOSS), final.get(names.EVAL_BPB)
     named = [s.name for s in validation.sets if s.name is not None] if validation else []
@@ -346,10 +363,12 @@ def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
                                             config.seed) if config.mixture else {}
     return RunSummary(
         params=config.model.num_params(), tokens=tokens,
-        flops=tokens * config.model.training_flops_per_token(), steps=config.train_steps,
+        flops=own * config.model.training_flops_per_token(), steps=config.train_steps,
         batch_size=config.batch_size, seq_len=config.model.seq_len,
         train_loss=float(np.mean(recent)) if recent else last_loss, final_step_loss=last_loss,
         eval_loss=eval_loss, eval_bpb=eval_bpb,
         macro_loss=final.get(names.EVAL_MACRO_LOSS, eval_loss),
         macro_bpb=final.get(names.EVAL_MACRO_BPB, eval_bpb), evals=evals,
-        tokens_by_component=by_component)
+        tokens_by_component=by_component,
+        parent_run=branch.run if branch is not None else None,
+        branch_step=branch.step if branch is not None else None)

@@ -44,7 +44,9 @@ UNSET: Any = _Unset()
 FROM_CANDIDATE = ("cache_path", "mixture", "model", "batch_size", "train_steps", "optimizer",
                   "output_path")
 #: fields the study sets from its own arguments
-FROM_STUDY = {"validation": "use isoflop_study(validation=...) to name the validation sets"}
+FROM_STUDY = {"validation": "use isoflop_study(validation=...) to name the validation sets",
+              "init_from": "a run branches from another's checkpoint where the study plans "
+                           "it (a cooldown of a stable run), not for every run"}
 
 
 @dataclass(frozen=True)

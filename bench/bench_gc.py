@@ -34,11 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from marin.execution import StepState
 from marin.execution.gc import collect, delete
 from marin.execution.gc_reach import nested_prefixes
 from marin.execution.gc_scan import scan_prefix
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
-from marin.execution.states import StepState
 from marin.execution.status import StatusRecord
 from marin.storage import get_storage, reset_storage_instances
 

@@ -23,7 +23,7 @@ from marin.execution import (
     this_output_path,
 )
 from marin.execution.gc import collect
-from marin.execution.gc_scan import scan_prefix
+from marin.execution.gc.scan import scan_prefix
 from marin.execution.graph import StepGraphError, StepOrder
 from marin.execution.overrides import apply_overrides
 from marin.execution.render import print_plan

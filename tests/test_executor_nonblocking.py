@@ -22,11 +22,11 @@ from marin.execution import (
     output_path_of,
     this_output_path,
 )
+from marin.execution.frontend.render import print_plan
 from marin.execution.gc import collect
 from marin.execution.gc.scan import scan_prefix
 from marin.execution.graph import StepGraphError, StepOrder
 from marin.execution.overrides import apply_overrides
-from marin.execution.render import print_plan
 from marin.execution.shared import SharedFolder
 from marin.execution.status import StatusRecord, status_path
 

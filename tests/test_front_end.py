@@ -31,8 +31,13 @@ from marin.execution import (
     executor_main,
     this_output_path,
 )
-from marin.execution.command_line import Style, UsageError, override_example, parse_invocation
 from marin.execution.experiments import experiment_of_module, load_experiment
+from marin.execution.frontend.command_line import (
+    Style,
+    UsageError,
+    override_example,
+    parse_invocation,
+)
 from marin.execution.invocations import invocations_folder
 from tests.conftest import ROOT
 

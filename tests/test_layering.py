@@ -13,11 +13,11 @@
   ``marin.storage.files`` (``open_url``, ``atomic_write``, ``url_to_fs``...).
 - ``marin.models`` <- ``marin.training`` <- ``marin.scaling_laws``: models import neither,
   and the trainer does not import the scaling laws.
-- The executor's core (every module of ``marin/execution`` outside its sub-packages
-  ``frontend/`` and ``gc/``, but the package's ``__init__``, which re-exports
-  ``executor_main``) imports neither: the front end parses and spells, the core takes a
-  built graph and typed values; gc builds on the core's records, and may import it.
-- ``docs/design.md``'s chart of the packages (``tests/test_layering_chart.py``).
+- The executor's core (``marin/execution`` but ``frontend/``, ``gc/`` and the ``__init__``
+  that re-exports ``executor_main``) imports neither sub-package: the front end parses and
+  spells, the core takes a built graph and typed values; gc builds on the core's records.
+- ``docs/design.md``'s chart (``package: may import a, b``) names every package of marin,
+  and allows every import between them.
 - No import cycles between packages, nor between the modules of one package.
 
 Every import counts, also one inside a function: a lazy import is still a dependency.
@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.doc_examples import sample_output
 
 MARIN = ROOT / "marin"
 
@@ -293,3 +294,107 @@ def test_importing_the_trainer_loads_no_service_client_library():
                          check=True, cwd=ROOT).stdout.split()
     assert "marin" in out  # the check sees what the import loaded
     assert {"grpc", "pydantic", "zstandard"} & set(out) == set(), out
+
+
+DESIGN = ROOT / "docs" / "design.md"
+
+
+def parse_chart(lines: list[str], where: str) -> dict[str, frozenset[str]]:
+    """``package: may import a, b`` per line -> {package: what it may import}."""
+    chart: dict[str, frozenset[str]] = {}
+    for number, line in enumerate(lines, 1):
+        name, colon, rest = line.partition(":")
+        if not line.strip():
+            continue
+        if not colon or not name.strip() or name.strip() in chart:
+            raise ValueError(f"{where}: chart line {number} {line!r}: expected one line "
+                             f"'package: may import a, b' per package")
+        chart[name.strip()] = frozenset(p.strip() for p in rest.split(",") if p.strip())
+    unknown = sorted({p for named in chart.values() for p in named} - set(chart))
+    if unknown:
+        raise ValueError(f"{where}: the chart lets packages import {', '.join(unknown)}, "
+                         f"which have no line of their own; add one")
+    return chart
+
+
+def marin_packages(marin: Path) -> set[str]:
+    """The folders of ``marin/`` that are packages, and the modules beside them."""
+    return {p.stem for p in marin.iterdir() if (p / "__init__.py").exists()
+            or (p.suffix == ".py" and p.name != "__init__.py")}
+
+
+def package_in_chart(module: str, chart: dict[str, frozenset[str]]) -> str | None:
+    """The chart's package that holds ``module`` (its longest line that does, else the
+    folder of ``marin/``); None for ``marin`` itself and for other distributions."""
+    parts = module.split(".")
+    if parts[0] != "marin" or len(parts) == 1:
+        return None
+    return next((".".join(parts[1:end]) for end in range(len(parts), 1, -1)
+                 if ".".join(parts[1:end]) in chart), parts[1])
+
+
+def chart_violations(files: list[Path], root: Path, chart: dict[str, frozenset[str]]
+                     ) -> list[str]:
+    """Packages of ``files`` the chart leaves out, and imports between packages it does not
+    allow (a package's ``__init__`` may import its own sub-packages)."""
+    found = [f"marin/{p}: a package of marin that the chart leaves out" for p in
+             sorted(marin_packages(root / "marin") - set(chart))]
+    stale = [p for p in chart if not (root / "marin" / p.replace(".", "/")).is_dir()
+             and not (root / "marin" / f"{p}.py").exists()]
+    found += [f"{p}: in the chart, but no package of marin" for p in stale]
+    for f in files:
+        mine, bad = package_in_chart(module_name(f, root), chart), {}
+        for line, name in imports_of(f, root):
+            theirs = package_in_chart(name, chart)
+            reexport = f.name == "__init__.py" and f"{theirs}".startswith(f"{mine}.")
+            if theirs and mine in chart and theirs not in chart[mine] | {mine} and not reexport:
+                bad.setdefault((line, theirs), name)  # one per package an import names
+        allowed = ", ".join(sorted(chart.get(mine, ()))) or "no package of marin"
+        found += [f"{f.relative_to(root)}:{line} imports {name}: the chart lets {mine} import "
+                  f"{allowed}" for (line, _), name in bad.items()]
+    return found
+
+
+def test_design_md_charts_every_package_and_every_import_between_them():
+    chart = parse_chart(sample_output(DESIGN, "tests/test_layering.py"), "docs/design.md")
+    assert {"execution", "execution.gc", "execution.frontend", "trackers"} <= set(chart)
+    assert chart_violations(_py(MARIN), ROOT, chart) == []
+
+
+CHART = ["registry:", "a: registry", "a.sub: a", "b: a.sub", ""]
+
+
+@pytest.mark.parametrize("path, source, expected", [
+    ("marin/a/x.py", "from marin.b import y\n",
+     "marin/a/x.py:1 imports marin.b: the chart lets a import registry"),
+    ("marin/a/x.py", "def f():\n    import marin.a.sub.z\n", "x.py:2 imports marin.a.sub.z"),
+    ("marin/a/sub/z.py", "from marin import registry\n", "the chart lets a.sub import a"),
+    ("marin/b/__init__.py", "from ..a import sub\n", "marin/b/__init__.py:1 imports marin.a: "),
+    ("marin/c.py", "", "marin/c: a package of marin that the chart leaves out"),
+])
+def test_the_chart_check_finds_what_the_chart_forbids(tmp_path: Path, path, source, expected):
+    files = {"marin/__init__.py": "", "marin/registry.py": "import json\n",
+             "marin/a/__init__.py": "from marin.a.sub import z\n", "marin/a/sub/__init__.py": "",
+             "marin/a/sub/z.py": "from marin.a import x\n", "marin/b/__init__.py": "",
+             "marin/a/x.py": "from marin import registry\n",
+             "marin/b/y.py": "from marin.a.sub import z\nimport marin\nimport marin_ray\n"}
+    for name, text in {**files, path: source}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = chart_violations(sorted(tmp_path.rglob("*.py")), tmp_path, parse_chart(CHART, "c"))
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_files_the_chart_allows_and_charts_that_do_not_parse(tmp_path: Path):
+    (tmp_path / "marin" / "a").mkdir(parents=True)
+    (tmp_path / "marin" / "a" / "__init__.py").write_text("from marin import registry\n")
+    (tmp_path / "marin" / "registry.py").write_text("")
+    chart = parse_chart(["registry:", "a: registry", "gone: a"], "chart")
+    assert chart_violations(_py(tmp_path / "marin"), tmp_path, chart) == [
+        "gone: in the chart, but no package of marin"]
+    with pytest.raises(ValueError, match="chart line 2 'a registry': expected one line"):
+        parse_chart(["registry:", "a registry"], "docs/design.md")
+    with pytest.raises(ValueError, match="chart line 2 'a: x'"):
+        parse_chart(["a: b", "a: x", "b:"], "docs/design.md")
+    with pytest.raises(ValueError, match="import storage, which have no line of their own"):
+        parse_chart(["a: storage"], "docs/design.md")

@@ -8,7 +8,7 @@ and a data file each) found and deleted, and whether fake-gcs-server answers bat
 The outputs are versions that a newer invocation of their experiment superseded: an older
 invocation record (one that failed) names them, the latest names none of them, so every
 one is unreachable. ``--unnamed``: no record names them (gc reads each one's info record to
-know it for a step output, ``gc_reach.is_output``). Beside them, a nested prefix
+know it for a step output, ``gc.reach.is_output``). Beside them, a nested prefix
 (``p/team``, its own ``.marin/``) of 100 outputs, which gc must leave whole. Timed: the
 scan and plan (``collect``: the listing, the records, the leases; with ``--unnamed``, each
 output's info record too), then ``delete`` (a fresh listing, then batched deletes), and
@@ -34,11 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from marin.execution import StepState
 from marin.execution.gc import collect, delete
-from marin.execution.gc_reach import nested_prefixes
-from marin.execution.gc_scan import scan_prefix
+from marin.execution.gc.reach import nested_prefixes
+from marin.execution.gc.scan import scan_prefix
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
-from marin.execution.states import StepState
 from marin.execution.status import StatusRecord
 from marin.storage import get_storage, reset_storage_instances
 

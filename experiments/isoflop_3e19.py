@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from marin.execution import ExecutorMainConfig, Experiment, executor_main
-from marin.execution.planning import Plan
+from marin.execution import ExecutorMainConfig, Experiment, Plan, executor_main
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.scaling_laws.isoflop_analysis import DEFAULT_BUDGETS
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from marin.execution import Executor, ExecutorStep, output_path_of, this_output_path
-from marin.execution.graph import StepGraphError
+from marin.execution import Executor, ExecutorStep, StepGraphError, output_path_of, this_output_path
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

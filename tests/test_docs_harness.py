@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from marin.execution.graph import StepGraph
+from marin.execution import StepGraph
 from tests.doc_examples import LINKED, ROOT, DocsDirectiveError, docs_sybil, documented_file
 
 PAGE = '''# A page

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from marin.execution import ComputeEstimate, Executor, ExecutorStep, StepStatus, this_output_path
-from marin.execution.command_line import Style
+from marin.execution.frontend.command_line import Style
 from marin.execution.lease import LeaseRecord
 from marin.execution.status import StatusRecord, lease_path, status_path
 from tests.conftest import snapshot

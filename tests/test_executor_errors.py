@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from marin.execution import Executor, ExecutorStep, this_output_path
-from marin.execution.states import StepState
+from marin.execution import Executor, ExecutorStep, StepState, this_output_path
 from marin.execution.status import StatusRecord, status_path
 
 

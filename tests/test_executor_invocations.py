@@ -9,7 +9,7 @@ from pathlib import Path
 from marin.dashboard.reader import PrefixReader
 from marin.execution import Executor, RunResult
 from marin.execution.gc import collect
-from marin.execution.gc_scan import scan_prefix
+from marin.execution.gc.scan import scan_prefix
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
 from tests.helpers.steps import step
 

@@ -13,15 +13,21 @@ import pytest
 from rich.console import Console
 
 from marin.dashboard.reader import PrefixReader
-from marin.execution import Executor, ExecutorStep, StepGraph, output_path_of, this_output_path
-from marin.execution.compat import InputName
+from marin.execution import (
+    Executor,
+    ExecutorStep,
+    InputName,
+    StepGraph,
+    StepState,
+    output_path_of,
+    this_output_path,
+)
+from marin.execution.frontend.render import print_plan
 from marin.execution.gc import collect
-from marin.execution.gc_scan import scan_prefix
+from marin.execution.gc.scan import scan_prefix
 from marin.execution.graph import StepGraphError, StepOrder
 from marin.execution.overrides import apply_overrides
-from marin.execution.render import print_plan
 from marin.execution.shared import SharedFolder
-from marin.execution.states import StepState
 from marin.execution.status import StatusRecord, status_path
 
 _DEADLINE = 120.0  # seconds a step waits for the other's file before the test fails

@@ -15,7 +15,7 @@ from marin.execution import (
     StepStatus,
     this_output_path,
 )
-from marin.execution.command_line import Style
+from marin.execution.frontend.command_line import Style
 from marin.execution.lease import Lease
 from marin.execution.status import StatusRecord, lease_path, status_path
 from marin.storage import StorageError, get_storage

@@ -28,8 +28,7 @@ import transformers
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
-from marin.execution import Executor, ExecutorStep
-from marin.execution.step import this_output_path
+from marin.execution import Executor, ExecutorStep, this_output_path
 from marin.export import ExportError, export_hf, export_model
 from marin.export.tokenizer import gpt2_tokenizer_json
 from marin.models import TransformerConfig

@@ -22,12 +22,23 @@ from pathlib import Path
 import pytest
 
 from marin import cli
-from marin.execution import ExecutorStep, Experiment, Plan, RunResult, executor_main
-from marin.execution.command_line import Style, UsageError, override_example, parse_invocation
+from marin.execution import (
+    ExecutorMainConfig,
+    ExecutorStep,
+    Experiment,
+    Plan,
+    RunResult,
+    executor_main,
+    this_output_path,
+)
 from marin.execution.experiments import experiment_of_module, load_experiment
+from marin.execution.frontend.command_line import (
+    Style,
+    UsageError,
+    override_example,
+    parse_invocation,
+)
 from marin.execution.invocations import invocations_folder
-from marin.execution.options import ExecutorMainConfig
-from marin.execution.step import this_output_path
 from tests.conftest import ROOT
 
 EXPERIMENTS = sorted((ROOT / "experiments").glob("*.py"))

@@ -115,8 +115,8 @@ def test_gc_lists_then_deletes_exactly_what_nothing_needs(tmp_path: Path):
 def test_gc_waits_for_an_executor_between_its_plan_and_its_invocation_record(tmp_path: Path):
     """An executor that planned "skip" on an output no record names yet: gc waits for its
     record, and keeps the output."""
+    from marin.execution import Executor
     from marin.execution import executor as executor_module
-    from marin.execution.executor import Executor
     from tests.fixtures import gc_experiment
 
     paths = _build(tmp_path)

@@ -25,14 +25,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from marin.execution import StepState
 from marin.execution.gc import run_gc
-from marin.execution.gc_log import GcLogEntry
-from marin.execution.gc_retention import Retention
+from marin.execution.gc.log import GcLogEntry
+from marin.execution.gc.pins import pin
+from marin.execution.gc.retention import Retention
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
 from marin.execution.lease import LeaseRecord, boot_id
-from marin.execution.pins import pin
 from marin.execution.prefix_guard import GcRefused
-from marin.execution.states import StepState
 from marin.execution.status import StatusRecord
 
 STEP_NAMES = ("exp/data", "exp/train", "eval")

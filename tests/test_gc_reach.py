@@ -158,7 +158,7 @@ def test_an_output_holding_a_nested_prefix_is_kept_with_it(tmp_path: Path):
 
 
 def test_nested_prefixes_are_the_outermost_folders_holding_dot_marin():
-    from marin.execution.gc_reach import nested_prefixes
+    from marin.execution.gc.reach import nested_prefixes
 
     paths = [".marin/invocations/1.json", "a-1/.executor_info", "t/.marin/pins/x",
              "t/u/.marin/invocations/2.json", "v/w/.marin/gc.lease", "x/.marin"]
@@ -181,7 +181,7 @@ def test_a_pin_spelled_oddly_protects_the_output_it_lists(tmp_path: Path, spelli
 
 
 def test_step_keys_are_spelled_one_way():
-    from marin.execution.gc_reach import step_key
+    from marin.execution.gc.reach import step_key
 
     assert step_key("./exp//a-1/") == step_key("exp/./a-1") == "exp/a-1"
     assert step_key("exp/../a-1") is None and step_key("/./") is None

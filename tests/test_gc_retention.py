@@ -16,8 +16,8 @@ import pytest
 
 from marin.execution import Executor, ExecutorStep, this_output_path
 from marin.execution.gc import run_gc
-from marin.execution.gc_log import GC_LOG_DIR, GcLogEntry
-from marin.execution.gc_retention import Retention
+from marin.execution.gc.log import GC_LOG_DIR, GcLogEntry
+from marin.execution.gc.retention import Retention
 from tests.conftest import ROOT
 
 SCRIPT = '''

@@ -13,12 +13,12 @@ from marin.execution import (
     Plan,
     StepGraph,
     executor_main,
+    external_path_field,
     output_path_of,
     this_output_path,
 )
 from marin.execution.graph import StepOrder
 from marin.execution.overrides import apply_overrides
-from marin.execution.step import external_path_field
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,12 @@
   ``marin.storage.files`` (``open_url``, ``atomic_write``, ``url_to_fs``...).
 - ``marin.models`` <- ``marin.training`` <- ``marin.scaling_laws``: models import neither,
   and the trainer does not import the scaling laws.
-- The executor's core (``Executor``, planning, the graph) does not import its front end
-  (``executor_main``, ``command_line``, ``options``, ``arguments``, ``render``): the front
-  end parses and spells, the core takes a built graph and typed values.
+- The executor's core (``marin/execution`` but ``frontend/``, ``gc/`` and the ``__init__``
+  that re-exports ``executor_main``) imports neither sub-package: the front end parses and
+  spells, the core takes a built graph and typed values; gc builds on the core's records.
+- ``docs/design.md``'s chart (``package: may import a, b``) names every package of marin,
+  and allows every import between them.
 - No import cycles between packages, nor between the modules of one package.
-- ``marin.scaling_laws``: the fitted values (``values``, the study's ``laws``) import no
-  numerical library at module level (their numeric methods import it when called); no
-  module outside ``scaling_laws/study`` imports the study (the readers of run data, the
-  fits and the values sit below it); no two dataclasses of ``marin`` share their fields
-  (a twin of a value type), and the fits return the value types themselves.
 
 Every import counts, also one inside a function: a lazy import is still a dependency.
 """
@@ -34,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.doc_examples import sample_output
 
 MARIN = ROOT / "marin"
 
@@ -123,10 +121,10 @@ def test_only_the_storage_layer_imports_fsspec():
 
 LOWER_LAYERS = {"marin.models": {"marin.training", "marin.scaling_laws"},
                 "marin.training": {"marin.scaling_laws"}}
-FRONT_END = {f"marin.execution.{m}" for m in ("executor_main", "command_line", "options",
-                                              "arguments", "render")}
-CORE = [MARIN / "execution" / f"{m}.py" for m in ("executor", "planning", "graph", "step",
-                                                  "hashing", "states", "status")]
+EXECUTION = MARIN / "execution"
+FRONT_END, GC = {"marin.execution.frontend"}, {"marin.execution.gc"}
+CORE = [f for f in _py(EXECUTION) if f != EXECUTION / "__init__.py"
+        and not {EXECUTION / "frontend", EXECUTION / "gc"} & set(f.parents)]
 
 
 @pytest.mark.parametrize("package, above", sorted(LOWER_LAYERS.items()))
@@ -136,8 +134,10 @@ def test_lower_layers_import_nothing_above_them(package, above):
     assert found == []
 
 
-def test_the_executor_core_does_not_import_its_front_end():
-    assert violations(CORE, ROOT, FRONT_END) == []
+def test_the_executor_core_imports_neither_its_front_end_nor_gc():
+    assert {EXECUTION / "executor.py", EXECUTION / "runners" / "base.py"} <= set(CORE)
+    assert not {EXECUTION / "gc" / "scan.py", EXECUTION / "frontend" / "render.py"} & set(CORE)
+    assert violations(CORE, ROOT, FRONT_END | GC) == []
 
 
 def import_graph(files: list[Path], root: Path) -> dict[str, set[str]]:
@@ -261,6 +261,9 @@ def test_the_cycle_check_finds_cycles_of_each_kind(tmp_path: Path):
     ("import marin_ray\n", {"marin_ray"}, "imports marin_ray"),
     ("def f():\n    import fsspec.core\n", IO_LIBRARIES, "imports fsspec.core"),
     ("from fsspec.asyn import sync\n", IO_LIBRARIES, "imports fsspec.asyn"),
+    ("from marin.execution.frontend.render import print_plan\n", FRONT_END,
+     "imports marin.execution.frontend.render"),
+    ("from marin.execution import gc\n", GC, "imports marin.execution.gc"),
 ])
 def test_the_check_finds_each_kind_of_violation(tmp_path: Path, source, forbidden, expected):
     module = tmp_path / "marin" / "execution" / "bad.py"
@@ -293,109 +296,105 @@ def test_importing_the_trainer_loads_no_service_client_library():
     assert {"grpc", "pydantic", "zstandard"} & set(out) == set(), out
 
 
-SCALING_LAWS = MARIN / "scaling_laws"
-STUDY = "marin.scaling_laws.study"
-VALUE_MODULES = [SCALING_LAWS / "values.py", SCALING_LAWS / "study" / "laws.py"]
-NUMERICAL = {"numpy", "scipy", "matplotlib", "plotly", "pyarrow", "threadpoolctl"}
+DESIGN = ROOT / "docs" / "design.md"
 
 
-def module_level_imports(path: Path, root: Path) -> list[tuple[int, str]]:
-    """The imports ``path`` makes when it is imported: those outside functions and outside
-    ``if TYPE_CHECKING:`` blocks."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    lazy: set[int] = set()
-    for node in ast.walk(tree):
-        checking = isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or checking:
-            lazy |= {id(n) for n in ast.walk(node) if n is not node or not checking}
-    eager = {n.lineno for n in ast.walk(tree)
-             if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in lazy}
-    return [(line, name) for line, name in imports_of(path, root) if line in eager]
+def parse_chart(lines: list[str], where: str) -> dict[str, frozenset[str]]:
+    """``package: may import a, b`` per line -> {package: what it may import}."""
+    chart: dict[str, frozenset[str]] = {}
+    for number, line in enumerate(lines, 1):
+        name, colon, rest = line.partition(":")
+        if not line.strip():
+            continue
+        if not colon or not name.strip() or name.strip() in chart:
+            raise ValueError(f"{where}: chart line {number} {line!r}: expected one line "
+                             f"'package: may import a, b' per package")
+        chart[name.strip()] = frozenset(p.strip() for p in rest.split(",") if p.strip())
+    unknown = sorted({p for named in chart.values() for p in named} - set(chart))
+    if unknown:
+        raise ValueError(f"{where}: the chart lets packages import {', '.join(unknown)}, "
+                         f"which have no line of their own; add one")
+    return chart
 
 
-def test_the_fitted_values_import_no_numerical_library_when_imported():
-    found = [f"{f.relative_to(ROOT)}:{line} imports {name}" for f in VALUE_MODULES
-             for line, name in module_level_imports(f, ROOT) if _within(name, NUMERICAL)]
-    assert found == []
-    import subprocess
-    import sys
-
-    code = ("import sys\nimport marin.scaling_laws.values, marin.scaling_laws.rows, "
-            "marin.scaling_laws.codec\nprint(' '.join(sorted(m.split('.')[0] for m in "
-            "sys.modules)))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, cwd=ROOT).stdout.split()
-    assert "marin" in loaded and NUMERICAL & set(loaded) == set()
+def marin_packages(marin: Path) -> set[str]:
+    """The folders of ``marin/`` that are packages, and the modules beside them."""
+    return {p.stem for p in marin.iterdir() if (p / "__init__.py").exists()
+            or (p.suffix == ".py" and p.name != "__init__.py")}
 
 
-def test_nothing_outside_the_study_imports_it():
-    outside = [f for f in _py(SCALING_LAWS) if SCALING_LAWS / "study" not in f.parents]
-    assert SCALING_LAWS / "run_readers.py" in outside and SCALING_LAWS / "results.py" in outside
-    assert violations(outside, ROOT, {STUDY}) == []
+def package_in_chart(module: str, chart: dict[str, frozenset[str]]) -> str | None:
+    """The chart's package that holds ``module`` (its longest line that does, else the
+    folder of ``marin/``); None for ``marin`` itself and for other distributions."""
+    parts = module.split(".")
+    if parts[0] != "marin" or len(parts) == 1:
+        return None
+    return next((".".join(parts[1:end]) for end in range(len(parts), 1, -1)
+                 if ".".join(parts[1:end]) in chart), parts[1])
 
 
-def dataclass_fields(files: list[Path], root: Path) -> dict[tuple[str, ...], list[str]]:
-    """The field names of every dataclass of ``files`` (three or more fields), each with
-    the classes that declare exactly those fields."""
-    found: dict[tuple[str, ...], list[str]] = {}
-    for path in files:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ClassDef) or not any(
-                    "dataclass" in ast.unparse(d) for d in node.decorator_list):
-                continue
-            names = tuple(s.target.id for s in node.body if isinstance(s, ast.AnnAssign)
-                          and isinstance(s.target, ast.Name)
-                          and "ClassVar" not in ast.unparse(s.annotation))
-            if len(names) >= 3:
-                found.setdefault(names, []).append(
-                    f"{module_name(path, root)}.{node.name}")
+def chart_violations(files: list[Path], root: Path, chart: dict[str, frozenset[str]]
+                     ) -> list[str]:
+    """Packages of ``files`` the chart leaves out, and imports between packages it does not
+    allow (a package's ``__init__`` may import its own sub-packages)."""
+    found = [f"marin/{p}: a package of marin that the chart leaves out" for p in
+             sorted(marin_packages(root / "marin") - set(chart))]
+    stale = [p for p in chart if not (root / "marin" / p.replace(".", "/")).is_dir()
+             and not (root / "marin" / f"{p}.py").exists()]
+    found += [f"{p}: in the chart, but no package of marin" for p in stale]
+    for f in files:
+        mine, bad = package_in_chart(module_name(f, root), chart), {}
+        for line, name in imports_of(f, root):
+            theirs = package_in_chart(name, chart)
+            reexport = f.name == "__init__.py" and f"{theirs}".startswith(f"{mine}.")
+            if theirs and mine in chart and theirs not in chart[mine] | {mine} and not reexport:
+                bad.setdefault((line, theirs), name)  # one per package an import names
+        allowed = ", ".join(sorted(chart.get(mine, ()))) or "no package of marin"
+        found += [f"{f.relative_to(root)}:{line} imports {name}: the chart lets {mine} import "
+                  f"{allowed}" for (line, _), name in bad.items()]
     return found
 
 
-def test_no_two_dataclasses_share_their_fields():
-    twins = {k: v for k, v in dataclass_fields(_py(MARIN), ROOT).items() if len(v) > 1}
-    assert twins == {}
+def test_design_md_charts_every_package_and_every_import_between_them():
+    chart = parse_chart(sample_output(DESIGN, "tests/test_layering.py"), "docs/design.md")
+    assert {"execution", "execution.gc", "execution.frontend", "trackers"} <= set(chart)
+    assert chart_violations(_py(MARIN), ROOT, chart) == []
 
 
-VALUE_TYPES = {"RunRow", "BudgetOptimum", "PowerLaw", "Approach3"}
-OLDER_NAMES = {"RunRecord", "BudgetFit", "ScalingFit", "ParametricFit"}
-FITS = {"isoflop_analysis.py": {"fit_budget": "BudgetOptimum", "fit_power_law": "PowerLaw"},
-        "parametric.py": {"fit_parametric_loss": "Approach3"}}
+CHART = ["registry:", "a: registry", "a.sub: a", "b: a.sub", ""]
 
 
-def test_each_value_type_is_defined_once_and_the_fits_return_it():
-    classes = {f"{module_name(f, ROOT)}.{n.name}" for f in _py(MARIN)
-               for n in ast.walk(ast.parse(f.read_text(encoding="utf-8")))
-               if isinstance(n, ast.ClassDef) and n.name in VALUE_TYPES | OLDER_NAMES}
-    assert classes == {f"marin.scaling_laws.values.{n}" for n in VALUE_TYPES}
-    for name, returns in FITS.items():
-        tree = ast.parse((SCALING_LAWS / name).read_text(encoding="utf-8"))
-        found = {n.name: ast.unparse(n.returns) for n in tree.body
-                 if isinstance(n, ast.FunctionDef) and n.name in returns}
-        assert found == returns, name
-    from marin.scaling_laws import isoflop_analysis, parametric, values
-
-    assert (isoflop_analysis.RunRecord, isoflop_analysis.BudgetFit, isoflop_analysis.ScalingFit,
-            parametric.ParametricFit) == (values.RunRow, values.BudgetOptimum, values.PowerLaw,
-                                          values.Approach3)
-
-
-def test_the_scaling_law_checks_find_what_they_forbid(tmp_path: Path):
-    files = {"marin/v.py": "from __future__ import annotations\nimport math\n"
-                           "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                           "    import numpy\nimport scipy.optimize\n"
-                           "def f():\n    import numpy as np\n",
-             "marin/a.py": "from dataclasses import dataclass\n@dataclass(frozen=True)\n"
-                           "class Fit:\n    a: float\n    b: float\n    c: float\n",
-             "marin/b.py": "import dataclasses\n@dataclasses.dataclass\nclass Law:\n"
-                           "    a: float\n    b: float\n    c: float = 0.0\n"
-                           "class Plain:\n    a: float\n    b: float\n    c: float\n"}
-    for name, text in files.items():
+@pytest.mark.parametrize("path, source, expected", [
+    ("marin/a/x.py", "from marin.b import y\n",
+     "marin/a/x.py:1 imports marin.b: the chart lets a import registry"),
+    ("marin/a/x.py", "def f():\n    import marin.a.sub.z\n", "x.py:2 imports marin.a.sub.z"),
+    ("marin/a/sub/z.py", "from marin import registry\n", "the chart lets a.sub import a"),
+    ("marin/b/__init__.py", "from ..a import sub\n", "marin/b/__init__.py:1 imports marin.a: "),
+    ("marin/c.py", "", "marin/c: a package of marin that the chart leaves out"),
+])
+def test_the_chart_check_finds_what_the_chart_forbids(tmp_path: Path, path, source, expected):
+    files = {"marin/__init__.py": "", "marin/registry.py": "import json\n",
+             "marin/a/__init__.py": "from marin.a.sub import z\n", "marin/a/sub/__init__.py": "",
+             "marin/a/sub/z.py": "from marin.a import x\n", "marin/b/__init__.py": "",
+             "marin/a/x.py": "from marin import registry\n",
+             "marin/b/y.py": "from marin.a.sub import z\nimport marin\nimport marin_ray\n"}
+    for name, text in {**files, path: source}.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    eager = module_level_imports(tmp_path / "marin" / "v.py", tmp_path)
-    assert [name for _, name in eager if not name.startswith("__future__")] == [
-        "math", "typing", "typing.TYPE_CHECKING", "scipy.optimize"]
-    twins = dataclass_fields(sorted(tmp_path.rglob("*.py")), tmp_path)
-    assert twins == {("a", "b", "c"): ["marin.a.Fit", "marin.b.Law"]}
+    found = chart_violations(sorted(tmp_path.rglob("*.py")), tmp_path, parse_chart(CHART, "c"))
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_files_the_chart_allows_and_charts_that_do_not_parse(tmp_path: Path):
+    (tmp_path / "marin" / "a").mkdir(parents=True)
+    (tmp_path / "marin" / "a" / "__init__.py").write_text("from marin import registry\n")
+    (tmp_path / "marin" / "registry.py").write_text("")
+    chart = parse_chart(["registry:", "a: registry", "gone: a"], "chart")
+    assert chart_violations(_py(tmp_path / "marin"), tmp_path, chart) == [
+        "gone: in the chart, but no package of marin"]
+    with pytest.raises(ValueError, match="chart line 2 'a registry': expected one line"):
+        parse_chart(["registry:", "a registry"], "docs/design.md")
+    with pytest.raises(ValueError, match="chart line 2 'a: x'"):
+        parse_chart(["a: b", "a: x", "b:"], "docs/design.md")
+    with pytest.raises(ValueError, match="import storage, which have no line of their own"):
+        parse_chart(["a: storage"], "docs/design.md")

@@ -16,8 +16,7 @@ from typing import NamedTuple
 
 import pytest
 
-from marin.execution import Executor, ExecutorStep, StepResources, this_output_path
-from marin.execution.executor import RunResult
+from marin.execution import Executor, ExecutorStep, RunResult, StepResources, this_output_path
 from marin.execution.status import StatusRecord, lease_path, status_path
 from marin.execution.step import StepDefinitionError
 from marin.training import TrainLmConfig, train_lm

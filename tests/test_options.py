@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from marin import cli
-from marin.execution.options import (
+from marin.execution.frontend.options import (
     ExecutorMainConfig,
     OptionsError,
     normalize,

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from marin.execution import Executor, ExecutorStep
-from marin.execution.render import SUMMARY_ABOVE, family_of, print_plan, summarize
+from marin.execution.frontend.render import SUMMARY_ABOVE, family_of, print_plan, summarize
 from tests.conftest import ROOT
 from tests.helpers.steps import step
 
@@ -87,7 +87,7 @@ def test_rows_beyond_the_limit_are_counted_not_listed(tmp_path: Path):
     assert summary.unlisted == NEW + 1 - 5  # the other new steps and the retried failure
     assert summary.folded == DONE
     buffer = io.StringIO()
-    from marin.execution.render import print_summary
+    from marin.execution.frontend.render import print_summary
 
     print_summary(plan, Console(file=buffer, width=200), rows=5, max_families=2)
     text = buffer.getvalue()

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from marin.execution import Executor, ExecutorStep, StepState, this_output_path
-from marin.execution.compat import StepStatus
+from marin.execution import Executor, ExecutorStep, StepState, StepStatus, this_output_path
 from marin.execution.status import CorruptRecordError, StatusRecord, status_path
 
 

@@ -125,7 +125,7 @@ def test_bad_input_is_refused_at_planning_time_in_one_line(corpora, kwargs, word
 
 
 def test_the_one_builder_serves_train_step_and_checks_options(tmp_path):
-    from marin.execution.step import ExecutorStep
+    from marin.execution import ExecutorStep
 
     [candidate, *_] = TINY.candidates_for_budget(BUDGETS[0])
     cache = ExecutorStep("tok", fit_study, None)  # any step stands for the cache here

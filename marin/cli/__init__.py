@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     raw = argv[1:]
     if argv[:1] == ["executor"]:
-        from marin.execution.options import normalize
+        from marin.execution.frontend.options import normalize
 
         argv = ["executor", *normalize(raw, positionals=True)]
     args, extra = parser.parse_known_args(argv)

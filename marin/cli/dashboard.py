@@ -46,7 +46,7 @@ def _dashboard(args: argparse.Namespace, extra: list[str]) -> int:
     ``--prefix``, the executor's default prefix ($MARIN_PREFIX, else ./local_store)."""
     from marin.dashboard.config import DashboardConfig
     from marin.dashboard.server import ServeError, serve
-    from marin.execution.executor_main import resolve_prefix
+    from marin.execution.frontend.executor_main import resolve_prefix
 
     refused = reject_extra(extra)
     if refused is not None:

@@ -4,8 +4,8 @@
     marin executor --prefix gs://bucket/x --max-concurrent 4 experiments.tiny --json
     marin executor experiments/tiny.py --help          # the experiment's options too
 
-The same parsing and running as ``python EXPERIMENT.py`` (``marin.execution.command_line``),
-spelled with dashes.
+The same parsing and running as ``python EXPERIMENT.py``
+(``marin.execution.frontend.command_line``), spelled with dashes.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("experiment", nargs="?", help="path to an experiment file, or a module name")
     ex.add_argument("-h", "--help", action="store_true", help="show this help (with an "
                     "EXPERIMENT: its options and overrides too) and exit")
-    from marin.execution.options import add_options
+    from marin.execution.frontend.options import add_options
 
     add_options(ex, positionals=True)  # the fields of ExecutorMainConfig, both spellings
     ex.set_defaults(handler=_executor, help_parser=ex)
@@ -38,17 +38,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _executor(args: argparse.Namespace, extra: list[str]) -> int:
     """``marin executor``: the experiment's declaration, then the same parsing and running
-    as ``python EXPERIMENT.py`` (``marin.execution.command_line``), spelled with dashes."""
+    as ``python EXPERIMENT.py`` (``marin.execution.frontend.command_line``), spelled with dashes."""
 
-    from marin.execution.command_line import HelpRequested, Style, UsageError, parse_invocation
     from marin.execution.executor import gc_paused
-    from marin.execution.executor_main import exit_code, run_invocation
     from marin.execution.experiments import (
         ExperimentError,
         experiment_of_module,
         find_experiments,
         load_experiment,
     )
+    from marin.execution.frontend.command_line import (
+        HelpRequested,
+        Style,
+        UsageError,
+        parse_invocation,
+    )
+    from marin.execution.frontend.executor_main import exit_code, run_invocation
 
     if not args.experiment:
         if args.help:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from marin.cli.console import error, out, print_json, reject_extra
 
 if TYPE_CHECKING:
-    from marin.execution.gc_scan import Scan
+    from marin.execution.gc.scan import Scan
 
 __all__ = ["register"]
 
@@ -104,9 +104,9 @@ def _notes(scan: Scan) -> list[str]:
 def _run_gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
             wait: float = 60.0, keep_last: int = 1) -> int:
     from marin.execution.gc import GRACE_SECONDS, parse_age, run_gc
-    from marin.execution.gc_reach import prefix_of
-    from marin.execution.gc_retention import Retention, unknown_keeps
-    from marin.execution.gc_scan import scan_prefix
+    from marin.execution.gc.reach import prefix_of
+    from marin.execution.gc.retention import Retention, unknown_keeps
+    from marin.execution.gc.scan import scan_prefix
     from marin.execution.prefix_guard import GcRefused
 
     prefix = prefix_of(prefix)
@@ -152,8 +152,8 @@ def _run_gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_
 
 
 def _run_du(prefix: str, as_json: bool) -> int:
-    from marin.execution.gc_reach import prefix_of
-    from marin.execution.usage import prefix_usage
+    from marin.execution.gc.reach import prefix_of
+    from marin.execution.gc.usage import prefix_usage
 
     prefix = prefix_of(prefix)
     problem = _checked_prefix(prefix)
@@ -189,7 +189,7 @@ def _run_du(prefix: str, as_json: bool) -> int:
 
 
 def _pin_command(prefix: str, key: str | None, listing: bool, remove: bool) -> int:
-    from marin.execution.pins import PinError, pin, pins, unpin
+    from marin.execution.gc.pins import PinError, pin, pins, unpin
     from marin.storage import StorageError
 
     try:

@@ -23,10 +23,10 @@ from typing import Any
 
 from marin.dashboard.confine import Confinement
 from marin.dashboard.records import StepView, ViewState, info_view, status_fields
+from marin.execution import StepState
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
 from marin.execution.invocations import invocations_folder
 from marin.execution.lease import LeaseRecord
-from marin.execution.states import StepState
 from marin.execution.status import (
     INFO_FILE,
     LEASE_FILE,

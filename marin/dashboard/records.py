@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from marin.execution import StepState
 from marin.execution.invocation_record import InvocationRecord, InvocationStep
 from marin.execution.record_fields import FieldReader, finite_number, loads, valid_time
-from marin.execution.states import StepState
 from marin.execution.status import CorruptRecordError, StatusRecord, status_path
 
 __all__ = ["InfoView", "InvocationRecord", "InvocationStep", "StepView", "ViewState",

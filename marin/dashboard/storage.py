@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from marin.dashboard.reader import PrefixReader
-from marin.execution.usage import prefix_usage
+from marin.execution.gc.usage import prefix_usage
 
 __all__ = ["storage_page"]
 

@@ -12,8 +12,8 @@
 
 from marin.execution.compat import THIS_OUTPUT_PATH, InputName, OutputName, StepStatus
 from marin.execution.executor import Executor, InvocationResult, RunResult
-from marin.execution.executor_main import ExecutorMainConfig, executor_main
 from marin.execution.experiments import Experiment
+from marin.execution.frontend.executor_main import ExecutorMainConfig, executor_main
 from marin.execution.graph import StepCollection, StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.outcome import StepOutcome

@@ -52,7 +52,7 @@ from marin.storage import get_storage
 # one, so they load on first use, and the core never imports the front end.
 _FRONT_END = ("executor_main", "ExecutorMainConfig")
 __getattr__, __dir__ = lazy_exports(__name__, dict.fromkeys(
-    _FRONT_END, "marin.execution.executor_main"))
+    _FRONT_END, "marin.execution.frontend.executor_main"))
 
 __all__ = [
     "THIS_OUTPUT_PATH", "Executor", "ExecutorStep", "InputName", "InvocationResult",

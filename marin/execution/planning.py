@@ -55,7 +55,7 @@ class PlanOptions:
         force_run: regular expressions; matching steps run even if they succeeded before.
 
     Messages name an option by its field in backquotes (`` `run_only` ``); a front end
-    spells it as its command line does (``marin.execution.command_line.Style``).
+    spells it as its command line does (``marin.execution.frontend.command_line.Style``).
     """
 
     run_only: Sequence[str] | None = None

@@ -22,7 +22,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from marin.execution.step import (
+from marin.execution import (
     ComputeEstimate,
     ExecutorStep,
     StepResources,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from marin._cache_dir import cache_dir
-from marin.execution.step import added_field, this_output_path, unversioned_field
+from marin.execution import added_field, this_output_path, unversioned_field
 from marin.models.config import TransformerConfig
 from marin.trackers.config import TrackerConfig, TrackerConfigError
 from marin.training.branching import BranchError, BranchPoint, check_branch

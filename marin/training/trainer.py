@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marin.execution.resuming import resumable
+from marin.execution import resumable
 from marin.models.transformer import TransformerLM
 from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
 from marin.services.log_service.handler import install_from_env

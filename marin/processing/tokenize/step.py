@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from marin.execution.resuming import resumable
-from marin.execution.step import ExecutorStep, this_output_path, unversioned_field
+from marin.execution import ExecutorStep, resumable, this_output_path, unversioned_field
 from marin.processing.tokenize.cache import record_usage, remove_partial_files
 from marin.processing.tokenize.encoders import load_encoder
 from marin.processing.tokenize.inputs import fingerprint_inputs, list_inputs

@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from marin.execution.step import this_output_path
+from marin.execution import this_output_path
 from marin.processing.tokenize.documents import DecodeCounter, read_documents
 from marin.processing.tokenize.encoders import GPT2_EOS
 from marin.processing.tokenize.inputs import expand_inputs

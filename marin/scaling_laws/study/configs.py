@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution.step import this_output_path
+from marin.execution import this_output_path
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.scaling_laws.scaling_heuristics import ScalingHeuristic
 from marin.training.config import TrainLmConfig

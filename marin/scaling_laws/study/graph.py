@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution.step import ComputeEstimate, ExecutorStep, output_path_of
+from marin.execution import ComputeEstimate, ExecutorStep, output_path_of
 from marin.processing.tokenize.inputs import fingerprint_inputs
 from marin.processing.tokenize.step import TokenizeConfig, tokenize
 from marin.processing.tokenize.tokenizer_training import TrainTokenizerConfig, train_tokenizer

@@ -36,9 +36,7 @@ from marin.scaling_laws.study.steps import study_result
 from marin.storage.files import exists, glob, join_url
 
 if TYPE_CHECKING:
-    from marin.execution.executor import InvocationResult
-    from marin.execution.graph import StepGraph
-    from marin.execution.planning import Plan
+    from marin.execution import InvocationResult, Plan, StepGraph
 
 __all__ = ["StudyOutputs", "load_study", "print_study_summary", "study_outputs"]
 
@@ -88,8 +86,7 @@ def load_study(source: IsoFlopStudy | InvocationResult | Plan | str | Sequence[A
     """A study's ``StudyResult`` from an ``IsoFlopStudy`` (or its steps) and the prefix it
     ran under, from a ``InvocationResult`` or ``Plan``, or from its folder; a study not fitted yet
     is a one-line ``ArtifactError``."""
-    from marin.execution.executor import Executor, InvocationResult
-    from marin.execution.planning import Plan
+    from marin.execution import Executor, InvocationResult, Plan
 
     if isinstance(source, InvocationResult):
         return _from_outputs(study_outputs(source.plan.graph))
@@ -172,8 +169,7 @@ def print_study_summary(result: InvocationResult | Plan, options: Any = None,
     """After ``executor_main`` (or as an ``Experiment``'s ``after``): the findings of the
     run that ``result`` is, and where its report is. Nothing for a dry run (a ``Plan``), nor
     when this run did not finish the report (a summary of an older run would mislead)."""
-    from marin.execution.executor import InvocationResult
-    from marin.execution.states import StepState
+    from marin.execution import InvocationResult, StepState
     from marin.scaling_laws.study.summary import summary_lines
 
     if not isinstance(result, InvocationResult) or not result.ok:

@@ -24,7 +24,7 @@ import time
 import uuid
 from typing import Any
 
-from marin.execution.states import StepState
+from marin.execution import StepState
 
 PREFIX = "steps/"
 _log = logging.getLogger("marin.services.kv_service.step_states")

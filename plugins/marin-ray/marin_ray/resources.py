@@ -12,7 +12,7 @@ from typing import Any
 
 import ray
 
-from marin.execution.runners import StepResources
+from marin.execution import StepResources
 
 __all__ = ["bundle", "ray_options", "refuse_gang"]
 

@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from marin.execution.gc_scan import Invocation, Output, Scan
+from marin.execution.gc.scan import Invocation, Output, Scan
 
 __all__ = ["Retention", "experiment_of", "retained", "retained_keys", "unknown_keeps",
            "why_unreachable"]

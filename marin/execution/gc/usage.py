@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from marin.execution.gc import Candidate, collect
-from marin.execution.gc_reach import prefix_of
-from marin.execution.gc_scan import Scan, read_records, scan_prefix
+from marin.execution.gc.collector import Candidate, collect
+from marin.execution.gc.reach import prefix_of
+from marin.execution.gc.scan import Scan, read_records, scan_prefix
 from marin.execution.status import STATUS_FILE
 from marin.storage import get_storage
 
@@ -54,7 +54,7 @@ class Usage:
     rows: list[UsageRow]
     unreachable: list[Candidate]
     nested: tuple[str, ...] = ()
-    """Prefixes of their own inside this one (``gc_reach.nested_prefixes``): left out."""
+    """Prefixes of their own inside this one (``reach.nested_prefixes``): left out."""
 
     @property
     def bytes(self) -> int:

@@ -5,7 +5,7 @@
     pins(prefix)                            # ["train/tiny-3f9c01ab"]
     unpin(prefix, "train/tiny-3f9c01ab")
 
-A pin names a step output by its key, spelled one way (``gc_reach.step_key``), so that the
+A pin names a step output by its key, spelled one way (``reach.step_key``), so that the
 pin ``pin --list`` shows is the one gc matches; a pin to no step output is refused.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from urllib.parse import quote
 
-from marin.execution.gc_reach import info_of, is_output, prefix_of, step_key
-from marin.execution.gc_scan import PINS_DIR
+from marin.execution.gc.reach import info_of, is_output, prefix_of, step_key
+from marin.execution.gc.scan import PINS_DIR
 from marin.execution.status import INFO_FILE
 from marin.storage import get_storage
 

@@ -3,17 +3,17 @@ that reference them, pins, and what each step's lease and status say now.
 
     scan = scan_prefix("gs://bucket/prefix")
     scan.outputs["train/tiny-3f9c01ab"].bytes      # every file of that output
-    scan.kept_keys(kept)          # outputs that the kept invocations (gc_retention) name
+    scan.kept_keys(kept)          # outputs that the kept invocations (retention) name
 
 One listing of the whole prefix (``Storage.list_files``) and batched reads of the small
 records that the listing shows: a prefix of 10,000 outputs costs one read per output and
 the listing's pages, not one request per file.
 
 What counts as a step output, a nested prefix (left out of the scan) and a pinned key is
-``marin.execution.gc_reach``'s.
+``marin.execution.gc.reach``'s.
 
 Which invocations are kept, and which belong to one experiment, is
-``marin.execution.gc_retention``'s to say.
+``marin.execution.gc.retention``'s to say.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from marin.execution.gc_reach import (
+from marin.execution.gc.reach import (
     info_of,
     inside,
     is_output,
@@ -72,7 +72,7 @@ class Output:
     status: StatusRecord | None = None
     lease: LeaseRecord | None = None
     resumes: bool | None = True
-    """Whether a rerun of the step adopts an earlier attempt (``gc_reach.resumes``); None:
+    """Whether a rerun of the step adopts an earlier attempt (``reach.resumes``); None:
     its info record is not read yet."""
 
     @property

@@ -15,7 +15,7 @@
     $ python experiments/tiny.py --train/tiny.learning_rate 3e-3     # a config override
     $ python experiments/tiny.py --help      # every option, and how to override a field
 
-Options are the fields of ``ExecutorMainConfig`` (``marin.execution.options``) and of the
+Options are the fields of ``ExecutorMainConfig`` (``marin.execution.frontend.options``) and of the
 experiment's options class, each under both spellings (``--dry_run true`` or
 ``--dry-run``); ``--STEP.FIELD VALUE`` arguments override step configs (see
 ``marin.execution.overrides``). ``marin executor EXP`` parses and runs through the same
@@ -36,20 +36,20 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from marin.execution.command_line import (
+from marin.execution.errors import one_line
+from marin.execution.executor import Executor, InvocationResult, gc_paused, signals_interrupt
+from marin.execution.experiments import Experiment, experiment_id
+from marin.execution.frontend.command_line import (
     HelpRequested,
     Invocation,
     Style,
     UsageError,
     parse_invocation,
 )
-from marin.execution.errors import one_line
-from marin.execution.executor import Executor, InvocationResult, gc_paused, signals_interrupt
-from marin.execution.experiments import Experiment, experiment_id
+from marin.execution.frontend.options import ExecutorMainConfig
 from marin.execution.graph import StepCollection, StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.json_report import dumps_report
-from marin.execution.options import ExecutorMainConfig
 from marin.execution.overrides import OverrideError, apply_overrides
 from marin.execution.planning import Plan
 from marin.execution.step import ExecutorStep
@@ -140,7 +140,7 @@ def run_invocation(invocation: Invocation, experiment: str, style: Style
     walk, and the result hashed once into the ``StepGraph`` that is planned and run."""
     from rich.console import Console
 
-    from marin.execution.render import print_plan, print_result
+    from marin.execution.frontend.render import print_plan, print_result
 
     options = invocation.options
     description = invocation.experiment.description

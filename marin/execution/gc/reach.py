@@ -1,5 +1,5 @@
 """What ``marin gc`` takes for a step output, for a prefix of its own and for a pinned key:
-each rule one small function, for the scan (``marin.execution.gc_scan``) and for models of
+each rule one small function, for the scan (``marin.execution.gc.scan``) and for models of
 gc to mirror.
 
     is_output("exp/a-3f9c01ab", named, info_of(blob))  # an executor's record names it

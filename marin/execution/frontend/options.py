@@ -29,9 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution.arguments import OptionsError, add_fields, field_help, given, spellings
-from marin.execution.arguments import normalize as _normalize
 from marin.execution.executor import DEFAULT_LEASE_TTL
+from marin.execution.frontend.arguments import (
+    OptionsError,
+    add_fields,
+    field_help,
+    given,
+    spellings,
+)
+from marin.execution.frontend.arguments import normalize as _normalize
 
 __all__ = ["ExecutorMainConfig", "OptionsError", "RaisingParser", "add_options", "normalize",
            "options_from", "parse_options", "spellings"]

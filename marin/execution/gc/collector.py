@@ -10,12 +10,12 @@ What goes: attempt folders of steps with no live lease (but the attempt whose ch
 a resume would continue from, and the one a commit cut short puts in place), orbax's
 temporary folders of saves cut short, checkpoint folders that were written but never
 published (an attempt that lost its lease), and step outputs that no kept invocation
-(``marin.execution.gc_retention``) and no pin references.
+(``marin.execution.gc.retention``) and no pin references.
 Nothing modified in the last ``older_than`` seconds goes (24 hours unless told: a grace
 period, as git's reflog gives). A step whose lease is live is never touched, and each is
 checked again right before its files go: an output's status goes first, so a reader never
 sees SUCCESS over a half-deleted output. Before the deletes begin, every one of them is
-listed in a log under the prefix (``marin.execution.gc_log``).
+listed in a log under the prefix (``marin.execution.gc.log``).
 
 Design note: the lease, not the status, says whether a step runs. An executor writes
 RUNNING only once it holds the lease and gives the lease up only after the final status,
@@ -32,10 +32,10 @@ import uuid
 from dataclasses import dataclass
 
 from marin.execution.commit import read_pending
-from marin.execution.gc_log import GcLogEntry, write_log
-from marin.execution.gc_reach import info_of, inside, resumes
-from marin.execution.gc_retention import Retention, retained_keys, why_unreachable
-from marin.execution.gc_scan import (
+from marin.execution.gc.log import GcLogEntry, write_log
+from marin.execution.gc.reach import info_of, inside, resumes
+from marin.execution.gc.retention import Retention, retained_keys, why_unreachable
+from marin.execution.gc.scan import (
     Output,
     Scan,
     confined,
@@ -225,7 +225,7 @@ class GcRun:
     skipped: list[str]
     """A note for each step left alone because its lease became live since the scan."""
     log: str | None = None
-    """The log listing the deletions (``marin.execution.gc_log``); None: nothing deleted."""
+    """The log listing the deletions (``marin.execution.gc.log``); None: nothing deleted."""
 
 
 def run_gc(prefix: str, rule: Retention, older_than: float | None = GRACE_SECONDS,

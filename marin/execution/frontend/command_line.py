@@ -8,7 +8,7 @@
 
 Both front ends (``python EXP.py`` through ``executor_main``, and ``marin executor EXP``)
 parse here, with one parser generated from ``ExecutorMainConfig`` and the experiment's
-options class (``marin.execution.arguments``); ``--help`` (``HelpRequested``) lists both,
+options class (``marin.execution.frontend.arguments``); ``--help`` (``HelpRequested``) lists both,
 and how to override a step's field with an example taken from the experiment's steps.
 ``Style`` spells option names the way the user's front end does: the core's messages name
 an option's field in backquotes (`` `run_only` ``), and ``Style.spell`` turns that into
@@ -25,7 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from marin.execution.arguments import (
+from marin.execution.errors import one_line
+from marin.execution.experiments import Experiment, ExperimentError
+from marin.execution.frontend.arguments import (
     CONFIG_PATH,
     OptionsError,
     add_config_path,
@@ -33,16 +35,14 @@ from marin.execution.arguments import (
     given,
     load_config_file,
 )
-from marin.execution.errors import one_line
-from marin.execution.experiments import Experiment, ExperimentError
-from marin.execution.graph import StepGraphError, StepOrder
-from marin.execution.options import (
+from marin.execution.frontend.options import (
     ExecutorMainConfig,
     RaisingParser,
     add_options,
     normalize,
     options_from,
 )
+from marin.execution.graph import StepGraphError, StepOrder
 from marin.execution.overrides import OverrideError, split_override_args
 from marin.execution.step import ExecutorStep, OutputPathOf, ThisOutputPath
 

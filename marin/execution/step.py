@@ -38,14 +38,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from marin.execution.fields import (  # noqa: F401  (named here before fields.py)
+    ADDED_METADATA_KEY,
+    EXTERNAL_METADATA_KEY,
+    UNVERSIONED_METADATA_KEY,
+    added_field,
+    external_path_field,
+    is_added_field,
+    is_external_path_field,
+    is_unversioned_field,
+    unversioned_field,
+)
 from marin.execution.resuming import declares_resumable
 
 ConfigT = TypeVar("ConfigT")
 T = TypeVar("T")
-
-UNVERSIONED_METADATA_KEY = "marin.unversioned"
-ADDED_METADATA_KEY = "marin.added"
-EXTERNAL_METADATA_KEY = "marin.external_path"
 
 
 class StepDefinitionError(ValueError):
@@ -350,45 +357,6 @@ def unversioned(value: T) -> T:
     return UnversionedValue(value)  # type: ignore[return-value]
 
 
-def unversioned_field(**kwargs: Any) -> Any:
-    """A dataclass ``field(...)`` whose value does not affect the step's result and is left
-    out of the hash, e.g. ``num_workers: int = unversioned_field(default=4)``."""
-    metadata = dict(kwargs.pop("metadata", None) or {})
-    metadata[UNVERSIONED_METADATA_KEY] = True
-    return field(metadata=metadata, **kwargs)
-
-
-def added_field(*, default: Any, **kwargs: Any) -> Any:
-    """A dataclass ``field(default=...)`` added to a config that existing steps already
-    hash: versioned, but left out of the hash while it holds ``default``, so no existing
-    step key moves; any other value is hashed as usual. ``default`` must be an immutable
-    value (None, a number, a string), compared with ``==``, e.g.
-    ``decay_shape: str = added_field(default="linear")``."""
-    if default is dataclasses.MISSING or isinstance(default, (list, dict, set)):
-        raise TypeError("added_field needs an immutable default (None, a number, a string), "
-                        f"got {default!r}")
-    metadata = dict(kwargs.pop("metadata", None) or {})
-    metadata[ADDED_METADATA_KEY] = True
-    return field(default=default, metadata=metadata, **kwargs)
-
-
-def is_added_field(f: dataclasses.Field) -> bool:
-    return bool(f.metadata.get(ADDED_METADATA_KEY, False))
-
-
-def external_path_field(**kwargs: Any) -> Any:
-    """A dataclass ``field(...)`` holding a path outside the prefix (an external input):
-    a command-line override may point it anywhere. Overrides of other fields whose value
-    is an output placeholder must stay under the prefix."""
-    metadata = dict(kwargs.pop("metadata", None) or {})
-    metadata[EXTERNAL_METADATA_KEY] = True
-    return field(metadata=metadata, **kwargs)
-
-
-def is_external_path_field(f: dataclasses.Field) -> bool:
-    return bool(f.metadata.get(EXTERNAL_METADATA_KEY, False))
-
-
 def check_sub_path(sub: str, where: str) -> str:
     """``sub`` when it is a relative path inside an output; StepDefinitionError otherwise."""
     if not isinstance(sub, str):
@@ -398,10 +366,6 @@ def check_sub_path(sub: str, where: str) -> str:
         raise StepDefinitionError(f"{where}: sub-path {sub!r} must stay inside the output: "
                                   f"{rule}")
     return sub
-
-
-def is_unversioned_field(f: dataclasses.Field) -> bool:
-    return bool(f.metadata.get(UNVERSIONED_METADATA_KEY, False))
 
 
 def _join(base: str, sub: str) -> str:

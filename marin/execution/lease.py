@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from marin.execution.processes import is_owner
+from marin.execution.processes import is_owner, process_alive
 from marin.storage import Storage
 
 HEARTBEATS_PER_TTL = 10
@@ -98,7 +98,7 @@ class LeaseRecord:
         no longer exists; False whenever that cannot be known."""
         return (bool(self.boot_id) and self.boot_id == boot_id()
                 and self.host == host_name() and self.pid != os.getpid()
-                and not _process_exists(self.pid))
+                and not process_alive(self.pid))
 
     def describe(self, now: float | None = None) -> str:
         age = (time.time() if now is None else now) - self.renewed_at
@@ -131,20 +131,6 @@ def boot_id() -> str:
             return f.read().strip()
     except OSError:
         return ""
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (killed, not yet reaped) runs nothing
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 class Lease:

@@ -44,8 +44,15 @@ import threading
 import time
 from collections.abc import Iterable
 
-__all__ = ["GRACE", "StepChildren", "descendants", "end_processes", "is_owner",
-           "leave_if_forked"]
+__all__ = [
+    "GRACE",
+    "StepChildren",
+    "descendants",
+    "end_processes",
+    "is_owner",
+    "leave_if_forked",
+    "process_alive",
+]
 
 #: Seconds a process left by a step has to exit after SIGTERM before it gets SIGKILL.
 GRACE = 2.0
@@ -158,6 +165,22 @@ def _wait_gone(pids: set[int], timeout: float) -> set[int]:
             return pids
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process: it exists (or belongs to another user) and is not
+    a zombie, killed but not yet reaped, which runs nothing. Without ``/proc`` (macOS) a
+    process that exists counts as alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return _read(f"{_PROC}/{pid}/stat").rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):  # no /proc, or gone meanwhile
+        return True
 
 
 def _running(pid: int) -> bool:

@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 import grpc
 
+from marin.execution.processes import process_alive
 from marin.services.endpoints import Endpoint, EndpointRegistry, clusters_root, state_dir
 from marin.services.proto import services_pb2 as pb
 from marin.services.proto import services_pb2_grpc as pb_grpc
@@ -200,14 +201,4 @@ def _exists(pid: int) -> bool:
             return False
     except ChildProcessError:
         pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rpartition(b")")[2].split()[0] != b"Z"
-    except (OSError, IndexError):  # no /proc (macOS), or gone meanwhile
-        return True
+    return process_alive(pid)

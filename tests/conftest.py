@@ -17,6 +17,17 @@ from tests import servers
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache_dir(tmp_path_factory) -> Iterator[None]:
+    """The session's MARIN_CACHE_DIR (JAX's compilation cache among it) from its start, so
+    that module and session fixtures that train share it with the tests, and none of them
+    writes into the user's ~/.cache; each test sets it again (``_no_ambient_settings``)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MARIN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "marin-cache"))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(autouse=True)
 def _no_ambient_settings(monkeypatch, tmp_path_factory):
     monkeypatch.delenv("MARIN_PREFIX", raising=False)
@@ -73,9 +84,44 @@ def s3_bucket(s3_endpoint: str, monkeypatch) -> Iterator[str]:
     reset_storage_instances()
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    """A BPE tokenizer and a token cache of real text (tests/helpers/training.py)."""
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory) -> Iterator[Path]:
+    """A BPE tokenizer and a token cache of real text (tests/helpers/training.py), built once
+    and shared by every test of the session: read it, never write into it (copy it to
+    ``tmp_path`` first). Its teardown fails the session if anything under it changed."""
     from tests.helpers.training import build_cache
 
-    return build_cache(tmp_path_factory.mktemp("train-data"))
+    yield from _read_only(build_cache(tmp_path_factory.mktemp("train-data")))
+
+
+@pytest.fixture(scope="session")
+def docs_cache(cache: Path, tmp_path_factory) -> Iterator[Path]:
+    """The Python help topics tokenized with ``cache``'s tokenizer (tests/helpers/caches.py),
+    shared as ``cache`` is."""
+    from tests.helpers.caches import build_docs_cache
+
+    yield from _read_only(build_docs_cache(cache, tmp_path_factory.mktemp("docs-data")))
+
+
+@pytest.fixture(scope="session")
+def trained(cache: Path, tmp_path_factory):
+    """The export tests' 3-step run (tests/helpers/export.py), trained once per session;
+    a test that changes it works on a copy."""
+    from tests.helpers.export import train_export_run
+
+    return train_export_run(cache, tmp_path_factory.mktemp("export-prefix"))
+
+
+def _read_only(folder: Path) -> Iterator[Path]:
+    from marin.processing.tokenize.cache import USAGE
+
+    def contents() -> set[tuple[str, tuple[int, int]]]:
+        """Each file's size and time, each folder's name; a read logs itself under USAGE."""
+        return {(p, (0, 0) if (folder / p).is_dir() else v)
+                for p, v in snapshot(folder).items() if USAGE not in Path(p).parts}
+
+    before = contents()
+    yield folder
+    changed = sorted(before ^ contents())
+    assert not changed, (f"a test wrote into the shared {folder} ({changed[0][0]}, ...): "
+                         "copy it under tmp_path before writing")

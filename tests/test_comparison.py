@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -19,31 +18,7 @@ from marin.scaling_laws.isoflop_analysis import (
     fit_parabolas,
     parabola_minimum,
 )
-
-BUDGETS = (1e17, 1e18, 1e19, 1e20)
-K, GAMMA, CURVATURE = 40.0, 0.08, 0.04  # optimal loss 40 * C^-0.08; 0.04 per (ln tokens)^2
-
-
-def isoflop_runs(factor: float, rng: np.random.Generator | None, sigma: float = 0.005,
-                 budgets: tuple[float, ...] = BUDGETS, per_budget: int = 7,
-                 law: Callable[[float], float] | None = None) -> list[RunRecord]:
-    """An IsoFLOP sweep whose loss is an exact parabola in ln tokens around each budget's
-    optimum, with the optimal loss ``K * (C / factor)^-GAMMA`` (a pure power law: the
-    Approach 2 law is the true law) or ``law(C)``, plus Gaussian noise of ``sigma``. The
-    candidates sit where label "a"'s optimum is, whatever the factor, as a study's shared
-    candidates do."""
-    out = []
-    for budget in budgets:
-        center = 0.5 * math.log(budget / 6)
-        optimum = law(budget) if law is not None else K * (budget / factor) ** -GAMMA
-        for offset in np.linspace(-1.5, 1.5, per_budget):
-            tokens = math.exp(center + offset)
-            noise = rng.normal(0, sigma) if rng is not None else 0.0
-            loss = optimum + CURVATURE * offset**2 + noise
-            out.append(RunRecord(params=budget / (6 * tokens), tokens=tokens, flops=budget,
-                                 loss=loss, budget=budget))
-    return out
-
+from tests.helpers.synthetic_runs import BUDGETS, GAMMA, K, isoflop_runs
 
 E, A, B, ALPHA, BETA = 1.7, 400.0, 1100.0, 0.34, 0.28
 

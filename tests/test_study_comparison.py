@@ -24,8 +24,7 @@ from marin.scaling_laws.study import (
 from marin.scaling_laws.study.artifacts import StudyFits
 from marin.scaling_laws.study.summary import comparison_line, law_text
 from tests.conftest import ROOT
-from tests.test_isoflop_study import BUDGETS, HELD_OUT, TINY, VOCAB
-from tests.test_study_planning import _corpus
+from tests.helpers.studies import BUDGETS, HELD_OUT, TINY, VOCAB, play_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +34,7 @@ def comparative(tmp_path_factory):
     from marin.scaling_laws.study import isoflop_study
 
     root = tmp_path_factory.mktemp("comparative")
-    labels = {"plays": _corpus(root / "plays", 0), "docs": _corpus(root / "docs", 2),
+    labels = {"plays": play_corpus(root / "plays", 0), "docs": play_corpus(root / "docs", 2),
               "mix": Mixture({"plays": 0.5, "docs": 0.5})}
     steps = isoflop_study("cmp", labels, BUDGETS, TINY,
                           tokenizer_vocab_size=VOCAB, predict_budget=HELD_OUT, bootstrap=20,

@@ -12,7 +12,7 @@ import pytest
 
 from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
 from marin.training import DataComponent, train_lm
-from tests.helpers.caches import docs_cache, read_split
+from tests.helpers.caches import read_split
 from tests.helpers.training import tiny_config
 
 SEQ = 64
@@ -20,8 +20,8 @@ WEIGHTS = {"plays": 0.7, "docs": 0.3}
 
 
 @pytest.fixture(scope="module")
-def caches(cache: Path) -> dict[str, Path]:
-    return {"plays": cache / "cache", "docs": docs_cache(cache)}
+def caches(cache: Path, docs_cache: Path) -> dict[str, Path]:
+    return {"plays": cache / "cache", "docs": docs_cache}
 
 
 def _mixture(caches: dict[str, Path], weights=WEIGHTS) -> MixtureDataset:

@@ -17,6 +17,23 @@ from tests import servers
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    """With MARIN_FORBID_SKIPS=1 (``.ci/run`` sets it) a skipped test fails the run: in CI
+    every test runs, or the run says which did not."""
+    if report.skipped and os.environ.get("MARIN_FORBID_SKIPS") == "1":
+        _SKIPPED.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _SKIPPED:
+        print(f"\nMARIN_FORBID_SKIPS=1: {len(_SKIPPED)} test(s) skipped, which CI does not "
+              f"allow: {', '.join(_SKIPPED[:5])}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache_dir(tmp_path_factory) -> Iterator[None]:
     """The session's MARIN_CACHE_DIR (JAX's compilation cache among it) from its start, so
@@ -110,6 +127,17 @@ def trained(cache: Path, tmp_path_factory):
     from tests.helpers.export import train_export_run
 
     return train_export_run(cache, tmp_path_factory.mktemp("export-prefix"))
+
+
+@pytest.fixture(scope="session")
+def readme_study(tmp_path_factory) -> tuple[Path, list[str]]:
+    """The README's main job, reduced (tests/helpers/readme_study.py), run once per session:
+    its folder (``local_store/`` the prefix) and the lines it printed from the executor's
+    summary on. Tests read it; one that writes beside it writes only what the README's own
+    commands write there (``plots/``)."""
+    from tests.helpers.readme_study import run_reduced_study
+
+    return run_reduced_study(tmp_path_factory.mktemp("readme"))
 
 
 def _read_only(folder: Path) -> Iterator[Path]:

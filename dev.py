@@ -16,7 +16,8 @@ the two never share one) and is reinstalled whenever a `pyproject.toml` of the p
 a first-party plugin changes.
 
 `test --fast` runs the suite without the tests marked `slow` (pytest's `-m "not slow"`: the
-real studies, trainings, processes and servers); `test` alone runs all of them, as CI does.
+real studies, trainings, processes and servers, and the documentation's blocks); `test`
+alone runs all of them, as CI does.
 
 `test --newest-jax` (Python 3.12 only: 3.11 keeps jax 0.10.2) runs `NEWEST_JAX_TESTS`, the
 tests of training, checkpoints, profiling and the study, against the newest JAX that

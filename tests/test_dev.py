@@ -83,7 +83,7 @@ def test_the_fast_lane_leaves_out_exactly_the_tests_marked_slow(monkeypatch, cap
     dev = _dev_module()
     # this test's interpreter runs in the environment dev.py installs: no install to check
     monkeypatch.setattr(dev, "ensure_environment", lambda *a, **k: Path(sys.executable))
-    files = ["tests/test_dev.py", "tests/test_readme.py", "tests/test_tokenize.py"]
+    files = ["tests/test_dev.py", "tests/test_readme.py", "tests/test_tokenize.py", "README.md"]
     collected = []
     for lane in (["--fast"], []):
         assert dev.main(["test", *lane, "--collect-only", "-q", "-p", "no:cacheprovider",
@@ -93,7 +93,8 @@ def test_the_fast_lane_leaves_out_exactly_the_tests_marked_slow(monkeypatch, cap
     left_out = whole - fast
     assert fast < whole
     assert {t.split("::")[0] for t in left_out} == {"tests/test_readme.py",
-                                                    "tests/test_tokenize.py"}
+                                                    "tests/test_tokenize.py", "README.md"}
+    assert not any(t.startswith("README.md::") for t in fast)  # a page's blocks go together
     assert {t.split("::")[1].split("[")[0] for t in left_out
             if t.startswith("tests/test_tokenize.py")} == _slow_functions(
                 ROOT / "tests/test_tokenize.py")

@@ -79,6 +79,7 @@ def llama_logits(folder: Path, tokens: np.ndarray) -> np.ndarray:
         return llama(torch.tensor(tokens, dtype=torch.long)).logits.numpy()
 
 
+@pytest.mark.slow  # real `marin` processes
 def test_the_cli_export_gives_marins_logits_at_every_position(trained: Trained, tmp_path):
     out = tmp_path / "export"
     out.mkdir()

@@ -77,6 +77,7 @@ def test_an_out_under_a_file_is_one_line(run: Path, tmp_path):
     assert (tmp_path / "afile").read_text() == "kept"
 
 
+@pytest.mark.slow  # real `marin` processes
 @pytest.mark.parametrize("damage", [b'{"run": "r', b'{"step": 3}', b""])
 def test_a_damaged_newest_ref_is_refused_unless_step_is_given(run: Path, tmp_path,
                                                               damage: bytes):

@@ -185,6 +185,7 @@ def test_plots_are_written_as_png_and_interactive_html(tmp_path: Path):
     assert "plotly" in page and "1e+21" in page
 
 
+@pytest.mark.slow  # real `marin` processes
 def test_scaling_fit_command_end_to_end(tmp_path: Path):
     runs = chinchilla_isoflop_runs(noise=0.002, seed=5)
     table = tmp_path / "runs.jsonl"

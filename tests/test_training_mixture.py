@@ -81,6 +81,7 @@ def test_batches_from_a_later_step_are_the_tail_of_a_run_from_zero(caches):
         resumed.close()
 
 
+@pytest.mark.slow  # two real trainings and a resume
 def test_a_mixture_run_resumed_from_its_checkpoint_equals_an_uninterrupted_one(
         cache: Path, caches, tmp_path: Path, monkeypatch):
     import marin.training.trainer as trainer

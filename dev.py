@@ -3,6 +3,7 @@
 
     python3 dev.py run     # installs what it needs, then runs the example experiment
     python3 dev.py test    # installs what it needs, then runs every test
+    python3 dev.py test --fast            # the fast lane: every test not marked slow
     python3.12 dev.py test --newest-jax   # the newest-JAX subset, in .venv-jax-newest/
     python3.12 dev.py test --jax 0.11.2   # the same subset on one JAX release
     python3 dev.py marin executor --dry-run experiments/hello_pipeline.py   # any marin command
@@ -10,8 +11,13 @@
     python3 dev.py --help                                                   # this text
 
 Only the standard library is used here, so this works on a machine that has nothing but
-Python 3.11 or 3.12. The environment lives in `.venv/` and is reinstalled whenever a
-`pyproject.toml` of the project or of a first-party plugin changes.
+Python 3.11 or 3.12. The environment lives in `.venv/` (Python 3.12's in `.venv-3.12/`, so
+the two never share one) and is reinstalled whenever a `pyproject.toml` of the project or of
+a first-party plugin changes.
+
+`test --fast` runs the suite without the tests marked `slow` (pytest's `-m "not slow"`: the
+real studies, trainings, processes and servers, and the documentation's blocks); `test`
+alone runs all of them, as CI does.
 
 `test --newest-jax` (Python 3.12 only: 3.11 keeps jax 0.10.2) runs `NEWEST_JAX_TESTS`, the
 tests of training, checkpoints, profiling and the study, against the newest JAX that
@@ -29,7 +35,9 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
+# One environment per Python: a 3.12 run must not reinstall 3.11's, nor run in it.
+VENV = ROOT / (".venv" if sys.version_info[:2] != (3, 12) else ".venv-3.12")
+FAST = ("-m", "not slow")  # what `test --fast` passes to pytest
 MAIN_EXPERIMENT = "experiments/isoflop_tiny.py"
 
 # The tests `test --newest-jax` runs: training, checkpoints, profiling and the study, within
@@ -136,6 +144,8 @@ def main(argv: list[str]) -> int:
         command = [python, "-m", "marin.cli", *argv[1:]]
     elif argv[0] == "python":
         command = [python, *argv[1:]]
+    elif argv[1:2] == ["--fast"]:
+        command = [python, "-m", "pytest", *FAST, *argv[2:]]
     else:
         command = [python, "-m", "pytest", *argv[1:]]
     return subprocess.run(command, cwd=ROOT, env=env).returncode

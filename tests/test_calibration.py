@@ -27,7 +27,7 @@ from marin.scaling_laws.model_error import (
     curvature_factor,
     model_error_from,
 )
-from tests.test_comparison import BUDGETS, GAMMA, K, isoflop_runs
+from tests.helpers.synthetic_runs import BUDGETS, GAMMA, K, isoflop_runs
 
 SIGMA = 0.005
 

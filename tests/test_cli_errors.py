@@ -13,6 +13,7 @@ import pytest
 
 from marin.execution import Executor, ExecutorStep, StepGraphError, output_path_of, this_output_path
 from tests.conftest import ROOT
+from tests.helpers.processes import one_line_error
 
 pytestmark = pytest.mark.slow
 
@@ -25,14 +26,6 @@ def run(*command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           env={**os.environ}, timeout=120)
 
 
-def _one_line_error(out: subprocess.CompletedProcess, *words: str) -> None:
-    assert out.returncode == 2, out.stdout + out.stderr
-    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, out.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-
-
 @pytest.mark.parametrize("args, words", [
     (["--lease-ttl", "nan"], ["--lease-ttl", "positive, finite"]),
     (["--lease-ttl", "inf"], ["--lease-ttl", "positive, finite"]),
@@ -40,7 +33,7 @@ def _one_line_error(out: subprocess.CompletedProcess, *words: str) -> None:
     (["--run-only", "["], ["--run-only", "not a valid regular expression"]),
 ])
 def test_bad_numbers_on_marin_executor(tmp_path: Path, args, words):
-    _one_line_error(run(MARIN, "executor", "--prefix", str(tmp_path), *args, HELLO), *words)
+    one_line_error(run(MARIN, "executor", "--prefix", str(tmp_path), *args, HELLO), *words)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -50,14 +43,14 @@ def test_bad_numbers_on_marin_executor(tmp_path: Path, args, words):
     (["--dry_run", "maybe"], ["maybe"]),
 ])
 def test_bad_options_of_an_experiment_script(tmp_path: Path, args, words):
-    _one_line_error(run(sys.executable, HELLO, "--prefix", str(tmp_path), *args), *words)
+    one_line_error(run(sys.executable, HELLO, "--prefix", str(tmp_path), *args), *words)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_an_override_before_the_experiment_names_the_right_order(tmp_path: Path):
     out = run(MARIN, "executor", "--dry-run", "--prefix", str(tmp_path),
               "--fit/zipf.top_k", "5", HELLO)
-    _one_line_error(out, "'5' was read as the experiment", HELLO, "go after the experiment")
+    one_line_error(out, "'5' was read as the experiment", HELLO, "go after the experiment")
     fixed = run(MARIN, "executor", "--dry-run", "--prefix", str(tmp_path), HELLO,
                 "--fit/zipf.top_k", "5")
     assert fixed.returncode == 0, fixed.stderr
@@ -67,7 +60,7 @@ def test_an_override_before_the_experiment_names_the_right_order(tmp_path: Path)
 def test_an_output_override_must_stay_under_the_prefix(tmp_path: Path):
     out = run(MARIN, "executor", "--prefix", str(tmp_path / "p"), HELLO,
               "--fit/zipf.output_path", str(tmp_path / "elsewhere"))
-    _one_line_error(out, "fit/zipf.output_path", "must stay under the prefix")
+    one_line_error(out, "fit/zipf.output_path", "must stay under the prefix")
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -80,7 +73,7 @@ def test_a_cycle_is_one_line(tmp_path: Path):
         "b = ExecutorStep('b', fn, {'in': a})\n"
         "a.config['x'] = b\n"
         "steps = [b]\n")
-    _one_line_error(run(MARIN, "executor", "--dry-run", "--prefix", str(tmp_path / "p"),
+    one_line_error(run(MARIN, "executor", "--dry-run", "--prefix", str(tmp_path / "p"),
                         str(experiment)), "cycle")
 
 
@@ -105,7 +98,7 @@ def test_a_config_value_with_no_json_form_names_the_step_and_the_field(tmp_path:
         "    executor_main(steps)\n")
     for command in ([MARIN, "executor", "--prefix", str(tmp_path / "p"), str(experiment)],
                     [sys.executable, str(experiment), "--prefix", str(tmp_path / "p")]):
-        _one_line_error(run(*command), f"error: {field}: ", words, "(in step 'data/odd')")
+        one_line_error(run(*command), f"error: {field}: ", words, "(in step 'data/odd')")
         assert not (tmp_path / "p").exists()
 
 
@@ -126,7 +119,7 @@ def test_a_status_path_that_is_a_folder_is_one_line(tmp_path: Path):
     plan = run(MARIN, "executor", "--dry-run", "--json", "--prefix", str(tmp_path), HELLO)
     first = json.loads(plan.stdout)["steps"][0]["output_path"]
     Path(first, ".executor_status").mkdir(parents=True)
-    _one_line_error(run(MARIN, "executor", "--prefix", str(tmp_path), HELLO),
+    one_line_error(run(MARIN, "executor", "--prefix", str(tmp_path), HELLO),
                     ".executor_status is a folder")
 
 
@@ -180,7 +173,7 @@ def test_an_unreachable_endpoint_is_one_line(tmp_path: Path, scheme: str):
                     ["cache", "stats", f"{scheme}://b/x"]):
         out = subprocess.run([MARIN, *command], capture_output=True, text=True, cwd=ROOT,
                              env={**os.environ, **env}, timeout=120)
-        _one_line_error(out, "cannot reach", closed)
+        one_line_error(out, "cannot reach", closed)
 
 
 def test_an_experiment_script_takes_plain_regexes_for_its_list_options(tmp_path: Path):

@@ -193,6 +193,7 @@ def test_an_emulator_address_the_page_exports_itself_stays_set(tmp_path: Path):
     _run_all(document, examples)
 
 
+@pytest.mark.slow  # real `marin` processes
 def test_what_the_readme_commands_write_in_the_checkout_is_ignored_by_git(tmp_path: Path):
     """Run the README's blocks as a reader would in the checkout (here a scratch folder
     laid out like one) and ask git whether each thing they left there is ignored."""

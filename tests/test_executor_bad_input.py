@@ -15,7 +15,7 @@ import pytest
 from marin.execution import ExecutorStep, output_path_of, this_output_path
 from marin.execution.step import ComputeEstimate, StepDefinitionError
 from tests.conftest import ROOT
-from tests.test_cli_errors import _one_line_error
+from tests.helpers.processes import one_line_error
 
 MARIN = str(Path(sys.executable).parent / "marin")
 HELLO = str(ROOT / "experiments" / "hello_pipeline.py")
@@ -83,7 +83,7 @@ slow = pytest.mark.slow
 def test_marin_executor_reports_a_bad_step_in_one_line_with_its_place(tmp_path: Path, body,
                                                                       words):
     prefix = tmp_path / "prefix"
-    _one_line_error(_marin("executor", "--prefix", str(prefix), _experiment(tmp_path, body)),
+    one_line_error(_marin("executor", "--prefix", str(prefix), _experiment(tmp_path, body)),
                     *words)
     assert not prefix.exists()
 
@@ -98,7 +98,7 @@ def test_a_config_that_contains_itself_is_one_line_not_a_hang(tmp_path: Path, lo
     experiment = _experiment(tmp_path, loop + 'steps = [ExecutorStep("cyclic", fn, '
                              '{"out": this_output_path(), "loop": loop})]\n')
     for dry in (["--dry-run"], []):
-        _one_line_error(_marin("executor", *dry, "--prefix", str(tmp_path / "p"), experiment),
+        one_line_error(_marin("executor", *dry, "--prefix", str(tmp_path / "p"), experiment),
                         "step 'cyclic'", field, "contains itself")
     assert not (tmp_path / "p").exists()
 
@@ -107,7 +107,7 @@ def test_a_config_that_contains_itself_is_one_line_not_a_hang(tmp_path: Path, lo
 def test_a_config_100000_levels_deep_is_one_line(tmp_path: Path):
     experiment = _experiment(tmp_path, "deep = 1\nfor _ in range(100_000):\n    deep = [deep]\n"
                              'steps = [ExecutorStep("deep", fn, {"d": deep})]\n')
-    _one_line_error(_marin("executor", "--dry-run", "--prefix", str(tmp_path / "p"),
+    one_line_error(_marin("executor", "--dry-run", "--prefix", str(tmp_path / "p"),
                            experiment), "step 'deep'", "config['d'][0]", "levels deep")
 
 
@@ -140,7 +140,7 @@ def test_an_existing_prefix_on_a_read_only_file_system_is_one_line(tmp_path: Pat
     prefix = tmp_path / "prefix"
     with _read_only_folder(prefix):
         for where in (prefix, prefix / "sub"):
-            _one_line_error(_marin("executor", "--prefix", str(where), HELLO),
+            one_line_error(_marin("executor", "--prefix", str(where), HELLO),
                             f"prefix {where} is not writable", "--prefix")
         assert list(prefix.iterdir()) == []
 
@@ -149,6 +149,6 @@ def test_an_existing_prefix_on_a_read_only_file_system_is_one_line(tmp_path: Pat
 def test_a_prefix_that_is_a_file_is_one_line(tmp_path: Path):
     prefix = tmp_path / "prefix"
     prefix.write_text("not a folder\n")
-    _one_line_error(_marin("executor", "--prefix", str(prefix), HELLO),
+    one_line_error(_marin("executor", "--prefix", str(prefix), HELLO),
                     f"prefix {prefix} is a file, not a folder")
     assert prefix.read_text() == "not a folder\n"

@@ -13,8 +13,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import equinox as eqx
@@ -28,46 +26,22 @@ import transformers
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
-from marin.execution import Executor, ExecutorStep, this_output_path
 from marin.export import ExportError, export_hf, export_model
 from marin.export.tokenizer import gpt2_tokenizer_json
 from marin.models import TransformerConfig
 from marin.models.transformer import Axes, TransformerLM
 from marin.processing.tokenize.encoders import load_encoder
-from marin.training import TrainLmConfig, train_lm
 from marin.training.checkpoint import Checkpoints
 from marin.training.optimizer import build_optimizer
 from marin.training.state import TrainerState
-from tests.conftest import ROOT, snapshot
+from tests.conftest import snapshot
 from tests.helpers.corpus import plays
-from tests.helpers.training import VOCAB, tiny_config
+from tests.helpers.export import SMALLEST, Trained, marin_cli, one_line_error
+from tests.helpers.training import VOCAB
 
 TOLERANCE = 1e-4
 TRICKY = ("Hello  world\n\n\tTabs, 'quotes', it's we'll they'd -- 12345 67.89\r\n"
           "ünïcödé café naïve 日本語 emoji 🤗 trailing spaces   ")
-
-
-SMALLEST = TransformerConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4,
-                             num_kv_heads=2, vocab_size=VOCAB, seq_len=16)
-
-
-@dataclasses.dataclass(frozen=True)
-class Trained:
-    run: Path
-    config: TrainLmConfig
-    data: Path
-
-
-@pytest.fixture(scope="module")
-def trained(cache: Path, tmp_path_factory) -> Trained:
-    """A 3-step run of the smallest GQA shape, checkpointed at steps 2 and 3."""
-    config = tiny_config(cache, Path("unused"), model=SMALLEST, train_steps=3, checkpoint_every=2,
-                         compute_dtype="float32", eval_batches=1, output_path=this_output_path())
-    step = ExecutorStep("train/export-tiny", train_lm, config)
-    result = Executor(str(tmp_path_factory.mktemp("export-prefix"))).run([step])
-    assert result.ok, result.summary()
-    run = Path(result.plan.entry_of(result.plan.graph.node_of(step)).output_path)
-    return Trained(run, dataclasses.replace(config, output_path=str(run)), cache)
 
 
 def restored(trained: Trained, step: int) -> TransformerLM:
@@ -105,18 +79,7 @@ def llama_logits(folder: Path, tokens: np.ndarray) -> np.ndarray:
         return llama(torch.tensor(tokens, dtype=torch.long)).logits.numpy()
 
 
-def marin_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "marin.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)
-
-
-def one_line_error(out: subprocess.CompletedProcess) -> str:
-    assert out.returncode == 2, out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    return lines[0]
-
-
+@pytest.mark.slow  # real `marin` processes
 def test_the_cli_export_gives_marins_logits_at_every_position(trained: Trained, tmp_path):
     out = tmp_path / "export"
     out.mkdir()

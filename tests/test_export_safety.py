@@ -3,9 +3,10 @@ user did not ask for: an OUT that is, lies inside or holds a step output, an att
 prefix's ``.marin`` is refused (also with ``--force``), an OUT under a file is one line, and
 a damaged newest ``step_N.ref`` is refused unless ``--step`` names the step to export.
 
-The runs are real: each test has its own copy of the prefix holding the 3-step run of
-``tests/test_export.py``, trained by the executor (its checkpoints published to the output's
-shared folder as ``step_N.ref``), and runs the ``marin`` command line in a subprocess.
+The runs are real: each test has its own copy of the prefix holding the 3-step run of the
+``trained`` fixture (``tests/helpers/export.py``), trained by the executor (its checkpoints
+published to the output's shared folder as ``step_N.ref``), and runs the ``marin`` command
+line in a subprocess.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import pytest
 from safetensors import safe_open
 
 from tests.conftest import snapshot
-from tests.test_export import Trained, marin_cli, one_line_error, trained  # noqa: F401
+from tests.helpers.export import Trained, marin_cli, one_line_error
 
 
 @pytest.fixture
-def run(trained: Trained, tmp_path) -> Path:  # noqa: F811
+def run(trained: Trained, tmp_path) -> Path:
     """This test's copy of the trained run, in a copy of its prefix (with ``.marin``)."""
     prefix = trained.run.parent.parent
     shutil.copytree(prefix, tmp_path / "prefix", symlinks=True)
@@ -76,6 +77,7 @@ def test_an_out_under_a_file_is_one_line(run: Path, tmp_path):
     assert (tmp_path / "afile").read_text() == "kept"
 
 
+@pytest.mark.slow  # real `marin` processes
 @pytest.mark.parametrize("damage", [b'{"run": "r', b'{"step": 3}', b""])
 def test_a_damaged_newest_ref_is_refused_unless_step_is_given(run: Path, tmp_path,
                                                               damage: bytes):

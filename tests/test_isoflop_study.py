@@ -44,18 +44,7 @@ from marin.training.config import TrainLmConfig
 from marin.training.summary import RunSummary
 from tests.conftest import ROOT
 from tests.helpers.corpus import plays
-
-VOCAB = 300
-# three candidates (hidden 8, 16, 24) at each budget, one run at the held-out budget: a fixed
-# batch of 4 sequences of 16 tokens and 9 to 42 steps per run, so the study takes seconds
-TINY = CompletedAdamhHeuristic(
-    vocab_size=VOCAB, seq_len=16, hardware="cpu", devices=1, min_hidden=8, max_hidden=24,
-    hidden_step=8, head_dim=8, large_step_budget=1e30, target_steps=10**9, min_batch_size=4,
-    max_batch_size=4, min_train_steps=6, budget_tolerance=0.1, reference_batch_size=4,
-    reference_tokens=1e4, lr_base=0.01, adam_lr_base=0.003, max_learning_rate=0.05,
-    min_tokens_per_param=0.01, max_tokens_per_param=400)
-BUDGETS = (6e7, 1.2e8)
-HELD_OUT = 2.4e8
+from tests.helpers.studies import BUDGETS, HELD_OUT, TINY, VOCAB
 
 
 def _corpus(root: Path, count: int = 5) -> StudyCorpus:

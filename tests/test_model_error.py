@@ -18,7 +18,7 @@ from marin.scaling_laws.calibration import (
 )
 from marin.scaling_laws.isoflop_analysis import RunRecord
 from marin.scaling_laws.model_error import Extrapolation, curvature_factor, model_error_from
-from tests.test_comparison import isoflop_runs
+from tests.helpers.synthetic_runs import isoflop_runs
 
 BUDGETS = (2.5e10, 5e10, 1e11)  # the main job's ladder, and its held-out budget
 HELD_OUT = 2e11

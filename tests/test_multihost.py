@@ -31,7 +31,7 @@ STEPS, BATCH = 8, 8
 
 
 def training(cache: Path) -> TrainLmConfig:
-    # module fixtures start before the suite's MARIN_CACHE_DIR is set: name the cache here
+    # one compilation cache for every rank and run, beside the (read-only) token cache
     compiled = str(cache.parent / "jax-compilation")
     config = tiny_config(cache, Path("unused"), train_steps=STEPS, batch_size=BATCH,
                          eval_every=0, checkpoint_every=KILL_AFTER, compute_dtype="float32",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from marin.scaling_laws.isoflop_analysis import fit_isoflops
 from marin.scaling_laws.plots import budget_label, write_isoflop_plots, write_scaling_plots
-from tests.test_scaling_fits import synthetic_runs
+from tests.helpers.synthetic_runs import chinchilla_isoflop_runs
 
 BUDGETS = (2.5e18, 5e18, 1e19)  # 2.5e18 rounds to "2e+18" at one digit
 TARGET = 2.5e19
@@ -21,7 +21,7 @@ def _trace_names(page: Path) -> list[str]:
 
 
 def test_every_legend_entry_names_its_budget_exactly(tmp_path: Path):
-    runs = synthetic_runs(budgets=BUDGETS)
+    runs = chinchilla_isoflop_runs(budgets=BUDGETS)
     analysis = fit_isoflops(runs)
     write_isoflop_plots(analysis, runs, tmp_path / "isoflops")
     write_scaling_plots(analysis, tmp_path / "scaling", target=TARGET)

@@ -319,6 +319,7 @@ def test_several_traces_fail_together_in_one_line(tmp_path, capsys):
     assert not chart.exists()
 
 
+@pytest.mark.slow  # real `marin` processes
 def test_a_glob_over_two_versions_of_a_step_summarizes_both(matmul_trace, tmp_path):
     """The documented ``marin trace summarize local_store/train/tiny-*/``, typed in a shell
     where two versions of the step have run."""
@@ -421,6 +422,7 @@ def test_bad_inputs_give_one_line_errors_naming_the_file(matmul_trace, tmp_path)
         trace_summary.load(str(tmp_path / "missing.xplane.pb"))
 
 
+@pytest.mark.slow  # real `marin` processes
 def test_the_cli_exits_2_with_one_line_on_bad_input(matmul_trace, tmp_path):
     cases = bad_inputs(tmp_path, xplane_file(matmul_trace[0]))
     out = subprocess.run([sys.executable, "-m", "marin.cli", "trace", "summarize",

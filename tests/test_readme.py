@@ -6,76 +6,27 @@ The reduced study is the main job's graph (``isoflop_study`` named ``isoflop-tin
 labels ``plays``, ``docs`` and their mixture ``mix``, one trained BPE, three budgets, a held-out
 budget, seed replicates), run the way the main job runs, as a script whose ``Experiment`` has
 ``print_study_summary`` run after ``executor_main``; it uses five plays and a fifth of the
-Python documentation's topics, a smaller vocabulary and budgets about twenty times smaller.
+Python documentation's topics, a smaller vocabulary and budgets about twenty times smaller
+(``tests/helpers/readme_study.py``; the session's ``readme_study`` fixture runs it once, and
+``tests/test_study_comparison.py`` reads the same run).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from experiments import isoflop_tiny
-from marin.scaling_laws.study import IsoFlopStudy, StudyCorpus, isoflop_study
 from tests.doc_examples import ROOT, checked_block, sample_output
-from tests.helpers.corpus import plays
 
 pytestmark = pytest.mark.slow
 
 README = ROOT / "README.md"
-VOCAB = 300
-BUDGETS = (1.25e9, 2.5e9, 5e9)  # three candidates each (hidden 4, 8, 12), all bracketing
-HELD_OUT = 1e10
-# the main job's heuristic on shorter sequences and larger batches, with smaller models
-HEURISTIC = isoflop_tiny.HEURISTIC.with_overrides(
-    vocab_size=VOCAB, seq_len=32, min_hidden=4, max_hidden=12, min_batch_size=32,
-    max_batch_size=32, min_train_steps=20, reference_batch_size=32, reference_tokens=1e5)
-
-SCRIPT = """
-from marin.execution import Experiment, executor_main
-from marin.scaling_laws.study import print_study_summary
-from tests.test_readme import reduced_study
-
-experiment = Experiment(reduced_study(), description="the main job, reduced",
-                        after=print_study_summary)
-if __name__ == "__main__":
-    executor_main(experiment)
-"""
-
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?")
-
-
-def reduced_study() -> IsoFlopStudy:
-    """The reduced study, on the texts in ``./plays`` and ``./docs`` (see
-    ``_corpus``)."""
-    corpora = {label: StudyCorpus(train=(f"{label}/train",), validation=(f"{label}/validation",))
-               for label in ("plays", "docs")}
-    return isoflop_study(isoflop_tiny.NAME, {**corpora, "mix": isoflop_tiny.CORPORA["mix"]},
-                         BUDGETS, HEURISTIC, tokenizer_vocab_size=VOCAB, predict_budget=HELD_OUT,
-                         bootstrap=20, replicates=isoflop_tiny.REPLICATES,
-                         train_options={"compute_dtype": "float32", "eval_batches": 2,
-                                        "log_every": 1000})
-
-
-def _corpus(root: Path, count: int = 5) -> None:
-    from pydoc_data.topics import topics
-
-    texts = plays(count)
-    for label in ("plays", "docs"):
-        for folder in ("train", "validation"):
-            (root / label / folder).mkdir(parents=True)
-    for play in texts[:-1]:
-        shutil.copy(play, root / "plays" / "train" / f"{play.stem}.txt")
-    shutil.copy(texts[-1], root / "plays" / "validation" / f"{texts[-1].stem}.txt")
-    names = sorted(topics)[::5]
-    for i, name in enumerate(names):
-        folder = "validation" if i % 4 == 3 else "train"
-        (root / "docs" / folder / f"{name}.txt").write_text(topics[name])
 
 
 def shape(line: str) -> str:
@@ -83,23 +34,6 @@ def shape(line: str) -> str:
     line = re.sub(r"\S*/local_store/", "<checkout>/local_store/", line)
     line = re.sub(r"-(?:[0-9a-f]{8}|<hash>)(?=/)", "-<hash>", line)
     return _NUMBER.sub("<n>", line)
-
-
-@pytest.fixture(scope="module")
-def study_run(tmp_path_factory) -> tuple[Path, list[str]]:
-    """A folder where the reduced study has run, and the lines its run printed from the
-    executor's summary on."""
-    root = tmp_path_factory.mktemp("readme")
-    _corpus(root)
-    (root / "study.py").write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if k != "MARIN_PREFIX"}  # ./local_store
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    out = subprocess.run([sys.executable, "study.py"], cwd=root, env=env, capture_output=True,
-                         text=True, timeout=900)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    lines = out.stdout.splitlines()
-    start = max(i for i, line in enumerate(lines) if line.startswith("executor: "))
-    return root, lines[start:]
 
 
 def kind(line: str) -> str:
@@ -113,8 +47,8 @@ def kind(line: str) -> str:
     return shape(head)
 
 
-def test_the_readme_sample_has_the_lines_of_what_the_run_prints(study_run):
-    _, printed = study_run
+def test_the_readme_sample_has_the_lines_of_what_the_run_prints(readme_study):
+    _, printed = readme_study
     sample = sample_output(README, "tests/test_readme.py")
     assert [kind(line) for line in sample] == [kind(line) for line in printed]
     assert shape(sample[0]) == shape(printed[0]) and shape(sample[1]) == shape(printed[1])
@@ -122,8 +56,8 @@ def test_the_readme_sample_has_the_lines_of_what_the_run_prints(study_run):
     assert printed[0].endswith(" succeeded") and "failed" not in printed[0]
 
 
-def test_a_second_run_skips_every_step_and_prints_the_same_summary(study_run):
-    root, printed = study_run
+def test_a_second_run_skips_every_step_and_prints_the_same_summary(readme_study):
+    root, printed = readme_study
     env = {k: v for k, v in os.environ.items() if k != "MARIN_PREFIX"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     out = subprocess.run([sys.executable, "study.py"], cwd=root, env=env, capture_output=True,
@@ -154,8 +88,8 @@ def test_the_shape_keeps_the_words_and_drops_the_figures():
         shape("report: /path/to/marin/local_store/isoflop-tiny/report-<hash>/report.md")
 
 
-def test_the_tour_commands_on_the_main_jobs_outputs_work_as_written(study_run):
-    root, _ = study_run
+def test_the_tour_commands_on_the_main_jobs_outputs_work_as_written(readme_study):
+    root, _ = readme_study
     block = checked_block(README, "tests/test_readme.py")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "COLUMNS": "120"}

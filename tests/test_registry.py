@@ -101,6 +101,7 @@ def _run(site: Path | None, *argv: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, timeout=120)
 
 
+@pytest.mark.slow  # real `marin` processes
 def test_plugins_list_and_check_on_the_command_line(site: Path):
     out = _marin(site, "plugins", "list", "--json")
     assert out.returncode == 0, out.stderr

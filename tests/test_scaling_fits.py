@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from marin.scaling_laws.isoflop_analysis import (
-    RunRecord,
     ScalingFitError,
     fit_budget,
     fit_isoflops,
@@ -28,10 +27,10 @@ from marin.scaling_laws.plots import write_isoflop_plots, write_scaling_plots
 from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
 from marin.scaling_laws.study.artifacts import StudyFits
 from tests.conftest import ROOT
+from tests.helpers.synthetic_runs import EPOCH, chinchilla_isoflop_runs, true_optimum
 
 DATA = Path(__file__).parent / "data" / "chinchilla_svg_extracted_data.csv"
 # Besiroglu et al. (2024), Table 1: their fit to these points and its standard errors.
-EPOCH = {"E": 1.8172, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658}
 EPOCH_SE = {"E": 0.026, "alpha": 0.015, "beta": 0.021}
 
 
@@ -88,7 +87,7 @@ def test_vectorised_bootstrap_matches_one_scipy_fit_per_resample():
     from scipy.optimize import minimize
     from scipy.special import huber, logsumexp
 
-    runs = synthetic_runs(noise=0.01, seed=2)
+    runs = chinchilla_isoflop_runs(noise=0.01, seed=2)
     n, d, loss = (np.log([getattr(r, k) for r in runs]) for k in ("params", "tokens", "loss"))
     fit = fit_parametric_loss(np.exp(n), np.exp(d), np.exp(loss), bootstrap=30, seed=5)
 
@@ -127,30 +126,8 @@ def test_vectorised_bootstrap_matches_one_scipy_fit_per_resample():
         assert objective(theta, i) <= value * (1 + 1e-6)  # as low as the reference's minimum
 
 
-def synthetic_runs(budgets=(1e18, 3e18, 1e19, 3e19), noise: float = 0.0, seed: int = 0
-                   ) -> list[RunRecord]:
-    """Runs on IsoFLOP curves (C = 6ND) with losses from Epoch's Chinchilla law, spanning a
-    factor of 4 either side of each budget's optimum (off-centre spans bias Approach 2)."""
-    rng = np.random.default_rng(seed)
-    runs = []
-    for c in budgets:
-        n_opt, _ = true_optimum(c)
-        for n in n_opt * np.geomspace(1 / 4, 4, 9):
-            d = c / (6 * n)
-            loss = EPOCH["E"] + EPOCH["A"] / n ** EPOCH["alpha"] + EPOCH["B"] / d ** EPOCH["beta"]
-            runs.append(RunRecord(params=float(n), tokens=float(d), flops=c,
-                                  loss=float(loss * (1 + noise * rng.normal())), budget=c))
-    return runs
-
-
-def true_optimum(c: float) -> tuple[float, float]:
-    a, b, al, be = EPOCH["A"], EPOCH["B"], EPOCH["alpha"], EPOCH["beta"]
-    g = (al * a / (be * b)) ** (1 / (al + be))
-    return g * (c / 6) ** (be / (al + be)), (c / 6) ** (al / (al + be)) / g
-
-
 def test_isoflop_fits_recover_a_known_law():
-    analysis = fit_isoflops(synthetic_runs())
+    analysis = fit_isoflops(chinchilla_isoflop_runs())
     for fit in analysis.budgets:
         n_true, d_true = true_optimum(fit.budget)
         assert fit.optimal_tokens == pytest.approx(d_true, rel=0.05)
@@ -163,7 +140,7 @@ def test_isoflop_fits_recover_a_known_law():
 
 
 def test_the_robust_parabola_shrugs_off_one_bad_run():
-    runs = [r for r in synthetic_runs(budgets=(1e19,))]
+    runs = [r for r in chinchilla_isoflop_runs(budgets=(1e19,))]
     clean = fit_budget(1e19, runs)
     broken = list(runs)
     broken[4] = replace(runs[4], loss=runs[4].loss + 0.5)  # a diverged run at the optimum
@@ -172,14 +149,14 @@ def test_the_robust_parabola_shrugs_off_one_bad_run():
 
 
 def test_fewer_than_three_points_in_a_budget_is_refused():
-    runs = synthetic_runs(budgets=(1e19,))[:2]
+    runs = chinchilla_isoflop_runs(budgets=(1e19,))[:2]
     with pytest.raises(ScalingFitError, match=r"budget 1e\+19 has 2 run\(s\); a parabola "
                        "needs at least 3"):
         fit_budget(1e19, runs)
 
 
 def test_nan_and_infinite_losses_are_dropped_with_a_counted_warning(caplog):
-    runs = synthetic_runs()
+    runs = chinchilla_isoflop_runs()
     runs[0] = replace(runs[0], loss=math.nan)
     runs[10] = replace(runs[10], loss=math.inf)
     with caplog.at_level(logging.WARNING, logger="marin.scaling_laws"):
@@ -196,7 +173,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_plots_are_written_as_png_and_interactive_html(tmp_path: Path):
-    runs = synthetic_runs(noise=0.003, seed=3)
+    runs = chinchilla_isoflop_runs(noise=0.003, seed=3)
     analysis = fit_isoflops(runs)
     files = write_isoflop_plots(analysis, runs, tmp_path / "isoflops")
     files += write_scaling_plots(analysis, tmp_path / "scaling", target=1e21)
@@ -208,8 +185,9 @@ def test_plots_are_written_as_png_and_interactive_html(tmp_path: Path):
     assert "plotly" in page and "1e+21" in page
 
 
+@pytest.mark.slow  # real `marin` processes
 def test_scaling_fit_command_end_to_end(tmp_path: Path):
-    runs = synthetic_runs(noise=0.002, seed=5)
+    runs = chinchilla_isoflop_runs(noise=0.002, seed=5)
     table = tmp_path / "runs.jsonl"
     table.write_text("\n".join(json.dumps({"params": r.params, "tokens": r.tokens,
                                            "flops": r.flops, "loss": r.loss,
@@ -239,7 +217,7 @@ def test_fit_runs_is_the_library_side_of_the_command(tmp_path: Path):
     from marin.scaling_laws.scaling_heuristics import load_heuristic
     from marin.scaling_laws.study.run_fits import fit_runs, nearest_candidates, write_fit_files
 
-    runs = synthetic_runs(noise=0.002, seed=5)
+    runs = chinchilla_isoflop_runs(noise=0.002, seed=5)
     table = tmp_path / "runs.jsonl"
     table.write_text("\n".join(json.dumps({"params": r.params, "tokens": r.tokens,
                                            "flops": r.flops, "loss": r.loss,
@@ -286,7 +264,7 @@ def _fit(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_fit_reports_every_dropped_row_in_text_json_and_fit_json(tmp_path: Path):
-    runs = synthetic_runs()
+    runs = chinchilla_isoflop_runs()
     table = tmp_path / "runs.jsonl"
     rows = [{"params": r.params, "tokens": r.tokens, "flops": r.flops, "loss": r.loss,
              "budget": r.budget} for r in runs]

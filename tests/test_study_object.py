@@ -24,7 +24,7 @@ from marin.scaling_laws.study import (
 )
 from marin.scaling_laws.study.artifacts import ArtifactError
 from tests.helpers.corpus import plays
-from tests.test_isoflop_study import BUDGETS, HELD_OUT, TINY, VOCAB
+from tests.helpers.studies import BUDGETS, HELD_OUT, TINY, VOCAB
 
 
 @pytest.fixture(scope="module")

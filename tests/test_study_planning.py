@@ -3,9 +3,6 @@ sets, the metric and typed train options, and the one-line refusals of bad input
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 from marin.execution import Executor
@@ -20,23 +17,13 @@ from marin.scaling_laws.study import (
 )
 from marin.scaling_laws.study.graph import fit_study
 from marin.training.config import DataComponent, ValidationSet
-from tests.helpers.corpus import plays
-from tests.test_isoflop_study import BUDGETS, HELD_OUT, TINY, VOCAB
-
-
-def _corpus(root: Path, first: int) -> StudyCorpus:
-    texts = plays(first + 2)[first:]
-    for folder in ("train", "validation"):
-        (root / folder).mkdir(parents=True)
-    shutil.copy(texts[0], root / "train" / f"{texts[0].stem}.txt")
-    shutil.copy(texts[1], root / "validation" / f"{texts[1].stem}.txt")
-    return StudyCorpus(train=(str(root / "train"),), validation=(str(root / "validation"),))
+from tests.helpers.studies import BUDGETS, HELD_OUT, TINY, VOCAB, play_corpus
 
 
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory) -> dict[str, StudyCorpus]:
     root = tmp_path_factory.mktemp("corpora")
-    return {"plays": _corpus(root / "plays", 0), "docs": _corpus(root / "docs", 2)}
+    return {"plays": play_corpus(root / "plays", 0), "docs": play_corpus(root / "docs", 2)}
 
 
 def _study(corpora, **kwargs):

@@ -17,7 +17,7 @@ import pytest
 
 from marin.training.checkpoint import complete_checkpoints
 from tests.conftest import ROOT
-from tests.test_study_planning import _corpus
+from tests.helpers.studies import play_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ SCRIPT = """
 import sys
 from marin.execution import Executor
 from marin.scaling_laws.study import StudyCorpus, isoflop_study, run_candidate
-from tests.test_isoflop_study import TINY, VOCAB
+from tests.helpers.studies import TINY, VOCAB
 
 corpus = StudyCorpus(train=(sys.argv[2],), validation=(sys.argv[3],))
 steps = isoflop_study("resume", corpus, (3e9,), TINY, tokenizer_vocab_size=VOCAB,
@@ -63,7 +63,7 @@ def _losses(prefix: Path) -> tuple[dict[int, float], list[int]]:
 
 
 def test_a_killed_study_run_resumes_from_its_checkpoint_with_the_same_losses(tmp_path):
-    corpus = _corpus(tmp_path / "data", 0)
+    corpus = play_corpus(tmp_path / "data", 0)
     script = tmp_path / "study.py"
     script.write_text(SCRIPT)
 

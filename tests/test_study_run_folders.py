@@ -11,7 +11,7 @@ import pytest
 from marin.execution import Executor, ExecutorStep, output_path_of, this_output_path
 from marin.scaling_laws.study import RunFolder, StudyFitConfig, fit_study
 from marin.scaling_laws.study.artifacts import ArtifactError, read_fits, read_rows
-from tests.test_run_readers import (
+from tests.helpers.run_folders import (
     ALPHA,
     BETA,
     E,

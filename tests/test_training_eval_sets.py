@@ -18,7 +18,7 @@ from marin.processing.tokenize.encoders import load_encoder
 from marin.training import TrainingConfigError, ValidationSet, read_summary, train_lm
 from marin.training.checkpoint import Checkpoints
 from marin.training.optimizer import build_optimizer
-from tests.helpers.caches import docs_cache, read_split
+from tests.helpers.caches import read_split
 from tests.helpers.training import tiny_config
 
 pytestmark = pytest.mark.slow
@@ -53,9 +53,9 @@ def _reference(model: TransformerLM, cache: Path, tokenizer: Path, seq_len: int
     return float(-picked.sum()), tokens_per_byte, picked.size
 
 
-def test_every_set_is_scored_and_bits_per_byte_match_an_independent_count(cache: Path,
-                                                                         tmp_path: Path):
-    docs = docs_cache(cache)
+def test_every_set_is_scored_and_bits_per_byte_match_an_independent_count(
+        cache: Path, docs_cache: Path, tmp_path: Path):
+    docs = docs_cache
     run = tmp_path / "run"
     config = tiny_config(cache, run, train_steps=12, eval_every=4, compute_dtype="float32",
                          eval_batches=10_000,  # every sequence of both splits

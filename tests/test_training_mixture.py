@@ -12,7 +12,7 @@ import pytest
 
 from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
 from marin.training import DataComponent, train_lm
-from tests.helpers.caches import docs_cache, read_split
+from tests.helpers.caches import read_split
 from tests.helpers.training import tiny_config
 
 SEQ = 64
@@ -20,8 +20,8 @@ WEIGHTS = {"plays": 0.7, "docs": 0.3}
 
 
 @pytest.fixture(scope="module")
-def caches(cache: Path) -> dict[str, Path]:
-    return {"plays": cache / "cache", "docs": docs_cache(cache)}
+def caches(cache: Path, docs_cache: Path) -> dict[str, Path]:
+    return {"plays": cache / "cache", "docs": docs_cache}
 
 
 def _mixture(caches: dict[str, Path], weights=WEIGHTS) -> MixtureDataset:
@@ -81,6 +81,7 @@ def test_batches_from_a_later_step_are_the_tail_of_a_run_from_zero(caches):
         resumed.close()
 
 
+@pytest.mark.slow  # two real trainings and a resume
 def test_a_mixture_run_resumed_from_its_checkpoint_equals_an_uninterrupted_one(
         cache: Path, caches, tmp_path: Path, monkeypatch):
     import marin.training.trainer as trainer

@@ -1,7 +1,7 @@
 """A second token cache beside the plays' (``tests/helpers/training.py``), with the same
 tokenizer: the standard library's help texts, for mixtures and named validation sets.
 
-    docs = docs_cache(root)          # root: what build_cache returned; docs/cache under it
+    docs = build_docs_cache(root, folder)   # root: what build_cache returned; folder/cache
     read_split(docs, "validation")   # the split's tokens, read straight from its shards
 """
 
@@ -15,14 +15,13 @@ import numpy as np
 from marin.processing.tokenize import TokenizeConfig, tokenize
 
 
-def docs_cache(root: Path, train_topics: int = 30, validation_topics: int = 6) -> Path:
-    """Help topics tokenized with the plays' tokenizer: ``train_topics`` to train on, the
-    next ``validation_topics`` to validate on (sorted by name)."""
+def build_docs_cache(root: Path, folder: Path, train_topics: int = 30,
+                     validation_topics: int = 6) -> Path:
+    """Help topics tokenized with the plays' tokenizer (``root/tokenizer``) into
+    ``folder/cache``: ``train_topics`` to train on, the next ``validation_topics`` to
+    validate on (sorted by name). The ``docs_cache`` fixture builds one per session."""
     from pydoc_data.topics import topics
 
-    folder = root / "docs"
-    if (folder / "cache").exists():
-        return folder / "cache"
     names = sorted(topics)
     for split, chosen in (("train", names[:train_topics]),
                           ("validation", names[train_topics:train_topics + validation_topics])):

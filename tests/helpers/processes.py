@@ -4,6 +4,7 @@
     proc.send_signal(signal.SIGINT)                        # handled as Ctrl-C
     nohup = marin_command(ignoring=(signal.SIGHUP,))       # started as ``nohup marin`` is
     wait_stopped(proc)                                     # until it stopped itself (SIGSTOP)
+    line = one_line_error(subprocess.run([...], capture_output=True, text=True), "--flag")
 
 A process inherits the signals its parent ignores, and Python installs its Ctrl-C handler
 only when SIGINT is not ignored at start. A test suite run in the background (``cmd &`` in a
@@ -46,3 +47,14 @@ def wait_stopped(proc: subprocess.Popen, timeout: float = 60) -> None:
         assert proc.poll() is None, f"the executor exited early: {proc.communicate()}"
         assert time.monotonic() < deadline, "the executor never stopped"
         time.sleep(0.02)
+
+
+def one_line_error(out: subprocess.CompletedProcess, *words: str) -> str:
+    """The one line of a refusal with exit status 2 (nothing else on stderr), which names
+    each of ``words``."""
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]

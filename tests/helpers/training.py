@@ -5,7 +5,7 @@
     train_lm(config)
     model, opt_state = initial_state(config)     # the shapes a checkpoint restores into
 
-The ``cache`` fixture in ``tests/conftest.py`` builds one per test module.
+The ``cache`` fixture in ``tests/conftest.py`` builds one per test session.
 """
 
 from __future__ import annotations

@@ -25,15 +25,13 @@ Every import counts, also one inside a function: a lazy import is still a depend
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
 from tests.doc_examples import sample_output
-
-MARIN = ROOT / "marin"
+from tests.helpers.imports import MARIN, _py, imports_of, module_name, violations
 
 ML_LIBRARIES = {"jax", "jaxlib", "haliax", "optax", "equinox", "levanter", "numpy", "torch",
                 "transformers", "flax"}
@@ -44,52 +42,10 @@ COMMAND_LINE = {"marin.cli"}
 IO_LIBRARIES = {"fsspec", "gcsfs", "s3fs"}
 
 
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imports_of(path: Path, root: Path) -> list[tuple[int, str]]:
-    """Every module ``path`` imports (absolute names; relative imports resolved)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = module_name(path, root)
-    if path.name != "__init__.py":
-        package = package.rpartition(".")[0]
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                head = ".".join([*base, node.module] if node.module else base)
-            else:
-                head = node.module or ""
-            found.append((node.lineno, head))
-            # ``from marin import cli`` imports the module marin.cli
-            found += [(node.lineno, f"{head}.{alias.name}") for alias in node.names]
-    return found
-
-
-def _within(name: str, packages: set[str]) -> bool:
-    return any(name == p or name.startswith(f"{p}.") for p in packages)
-
-
-def violations(files: list[Path], root: Path, forbidden: set[str]) -> list[str]:
-    return [f"{f.relative_to(root)}:{line} imports {name}"
-            for f in files for line, name in imports_of(f, root)
-            if _within(name, forbidden)]
-
-
 def plugin_packages() -> set[str]:
     """The import packages of the plugin distributions in this repository."""
     return {init.parent.name for init in (ROOT / "plugins").glob("**/*/__init__.py")
             if (init.parent.parent / "pyproject.toml").exists()}
-
-
-def _py(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("*.py"))
 
 
 def test_the_executor_core_imports_no_ml_library_and_nothing_built_on_it():

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.test_layering import MARIN, _py, _within, imports_of, module_name, violations
+from tests.helpers.imports import MARIN, _py, _within, imports_of, module_name, violations
 
 SCALING_LAWS = MARIN / "scaling_laws"
 STUDY = "marin.scaling_laws.study"

@@ -19,12 +19,12 @@ from marin.scaling_laws.study import (
     StudyCorpus,
     StudyInputError,
     isoflop_study,
+    ladder_flops,
     load_study,
     run_candidate,
 )
 from marin.scaling_laws.study.artifacts import StudyResult
 from marin.scaling_laws.study.configs import study_candidates
-from marin.scaling_laws.study.ladder import ladder_flops
 from marin.scaling_laws.study.report import trained_from
 from marin.training.branching import check_branch, kept_steps
 from marin.training.hyperparameters import schedule_steps
@@ -40,7 +40,8 @@ GROWING = TINY.with_overrides(target_steps=100, max_batch_size=64)
 
 def _ladder(heuristic=TINY, budgets=LADDER_BUDGETS, corpus=REMOTE, **kw):
     return isoflop_study("ladder", corpus, budgets, heuristic, tokenizer_vocab_size=VOCAB,
-                         schedule="cooldown", train_options={"compute_dtype": "float32"}, **kw)
+                         schedule="cooldown", train_options={"compute_dtype": "float32",
+                                                             "eval_batches": 2}, **kw)
 
 
 def _shape(candidate):

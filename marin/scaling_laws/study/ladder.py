@@ -51,6 +51,7 @@ from marin.scaling_laws.candidates import CandidateConfig
 from marin.scaling_laws.runs import describe, resources_of, training_config
 from marin.scaling_laws.study.configs import CandidateRunConfig, budget_tag, run_name
 from marin.scaling_laws.study.labels import StudyInputError
+from marin.scaling_laws.study.steps import run_candidate, train_stable
 from marin.training.branching import cooldown_config
 
 __all__ = ["SCHEDULES", "LadderPoint", "ShapeLadder", "ladder_flops", "ladder_line",
@@ -167,8 +168,6 @@ def ladder_runs(name: str, stem: str, label: str, single: bool,
     """One label's ladders (their stable steps set, replicates' stable runs included) and
     its branch steps in the sweep's order (budget, candidate, seed), each the training
     step of its point; ``stem`` is the label's stem of run names."""
-    from marin.scaling_laws.study.steps import run_candidate, train_stable
-
     ladders = plan_ladders(candidates, cooldown_fraction)
     point_of = {id(p.candidate): (shape, p) for shape in ladders for p in shape.points}
     # a replicate r of a shape's points branches from that shape's stable run of seed + r
@@ -216,7 +215,7 @@ def _stable_step(name: str, label: str, single: bool, shape: ShapeLadder, data: 
         training_config(candidate, data, run_options),
         description=f"stable run of {shape.longest.params:.3g} params, {steps} steps of "
                     f"{shape.batch_size}: the hyperparameters of a horizon of "
-                    f"{shape.horizon_tokens:.3g} tokens; keeps every {g}th step",
+                    f"{shape.horizon_tokens:.3g} tokens; a checkpoint kept every {g} step(s)",
         resources=resources_of(longest),
         estimate=ComputeEstimate(per_step * steps, (longest.estimated_device_hours or 0.0)
                                  * steps / longest.train_steps),

@@ -27,7 +27,9 @@ last ``n - k`` steps and the stable prefix is paid once per shape.
 * **Checkpoints:** the stable run saves and keeps a checkpoint every ``g`` steps
   (``checkpoint_every = checkpoint_keep_every = g``): ``g`` is the largest power of two at
   most a tenth of the shape's shortest cooldown, so rounding moves no cooldown by more than
-  5% of the shortest one.
+  5% of the shortest one. The stable run so keeps ``stable_steps / g`` checkpoints, about
+  ``40 * n_max / n_min`` at ``cooldown_fraction=0.2``: the storage a ladder pays for its
+  FLOPs (the dry run's description of each stable run says how many).
 * **Replicates:** the seed replicates of a shape's replicated points (the middle
   candidate of each budget) branch from a stable run of their own: the replicate's seed,
   the shape's warmup, batch and hyperparameters, as long as their largest branch point
@@ -180,7 +182,7 @@ def ladder_runs(name: str, stem: str, label: str, single: bool,
             plans[(id(shape), r)] = dataclasses.replace(
                 shape, points=points, stable_steps=max(p.branch_step for p in points))
     built = {key: dataclasses.replace(plan, stable=_stable_step(
-        name, label, single, plan, data, options, eval_points, key[1], train_stable))
+        name, label, single, plan, data, options, eval_points, key[1]))
         for key, plan in plans.items()}
     branches: list[ExecutorStep] = []
     for budget, group_candidates in candidates.items():
@@ -191,13 +193,12 @@ def ladder_runs(name: str, stem: str, label: str, single: bool,
             for r in range(replicates + 1) if candidate is middle else range(1):
                 parent = built[(id(shape), r)].stable
                 branches.append(_branch_step(f"{name}/runs/{group}", stem, label, group, point,
-                                             parent, options, eval_points, r, run_candidate))
+                                             parent, options, eval_points, r))
     return list(built.values()), branches
 
 
 def _stable_step(name: str, label: str, single: bool, shape: ShapeLadder, data: Any,
-                 options: dict[str, Any], eval_points: int, replicate: int, fn: Any
-                 ) -> ExecutorStep:
+                 options: dict[str, Any], eval_points: int, replicate: int) -> ExecutorStep:
     """The stable run of ``shape`` (replicate r > 0: seed + r)."""
     steps = shape.stable_steps
     tag = f"h{shape.hidden_dim}-l{shape.num_layers}" + (f"-s{replicate}" if replicate else "")
@@ -211,11 +212,12 @@ def _stable_step(name: str, label: str, single: bool, shape: ShapeLadder, data: 
                                     optimizer=shape.stable_optimizer(steps))
     per_step = longest.flops / longest.train_steps
     return ExecutorStep(
-        f"{name}/stable/{tag if single else f'{label}-{tag}'}", fn,
+        f"{name}/stable/{tag if single else f'{label}-{tag}'}", train_stable,
         training_config(candidate, data, run_options),
         description=f"stable run of {shape.longest.params:.3g} params, {steps} steps of "
                     f"{shape.batch_size}: the hyperparameters of a horizon of "
-                    f"{shape.horizon_tokens:.3g} tokens; a checkpoint kept every {g} step(s)",
+                    f"{shape.horizon_tokens:.3g} tokens; keeps {steps // g} checkpoints, "
+                    f"one every {g} step(s)",
         resources=resources_of(longest),
         estimate=ComputeEstimate(per_step * steps, (longest.estimated_device_hours or 0.0)
                                  * steps / longest.train_steps),
@@ -224,7 +226,7 @@ def _stable_step(name: str, label: str, single: bool, shape: ShapeLadder, data: 
 
 def _branch_step(folder: str, stem: str, label: str, group: str, point: LadderPoint,
                  parent: ExecutorStep, options: dict[str, Any], eval_points: int,
-                 replicate: int, fn: Any) -> ExecutorStep:
+                 replicate: int) -> ExecutorStep:
     """The training step of ``point``: the cooldown of ``parent`` from its branch point."""
     candidate, n, k = point.candidate, point.train_steps, point.branch_step
     name = run_name(stem, candidate)
@@ -237,7 +239,7 @@ def _branch_step(folder: str, stem: str, label: str, group: str, point: LadderPo
     config = CandidateRunConfig(train=train, run_name=name, group=group, label=label,
                                 budget=candidate.budget, replicate_of=original)
     fraction = _step_flops(train) * (n - k) / candidate.flops
-    return ExecutorStep(f"{folder}/{name}", fn, config,
+    return ExecutorStep(f"{folder}/{name}", run_candidate, config,
                         description=f"{describe(candidate)}: cooldown of {parent.name} from "
                                     f"step {k} to {n}",
                         resources=resources_of(candidate),

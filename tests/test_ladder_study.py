@@ -48,10 +48,16 @@ def _shape(candidate):
     return candidate.model_config.hidden_dim, candidate.model_config.num_layers
 
 
-@pytest.mark.parametrize("heuristic", [TINY, GROWING], ids=["fixed-batch", "growing-batch"])
-def test_a_ladder_is_one_stable_run_per_shape_and_a_valid_cooldown_per_point(heuristic):
-    study = _ladder(heuristic)
-    candidates = study_candidates(heuristic, LADDER_BUDGETS)
+LONG_BUDGETS = tuple(100 * b for b in LADDER_BUDGETS)  # hundreds to thousands of steps
+
+
+@pytest.mark.parametrize(("heuristic", "budgets"), [
+    (TINY, LADDER_BUDGETS), (GROWING, LADDER_BUDGETS), (TINY, LONG_BUDGETS)],
+    ids=["fixed-batch", "growing-batch", "long-runs"])
+def test_a_ladder_is_one_stable_run_per_shape_and_a_valid_cooldown_per_point(heuristic,
+                                                                            budgets):
+    study = _ladder(heuristic, budgets)
+    candidates = study_candidates(heuristic, budgets)
     shapes: dict[tuple[int, int], list] = {}
     for group in candidates.values():
         for c in group:
@@ -72,6 +78,11 @@ def test_a_ladder_is_one_stable_run_per_shape_and_a_valid_cooldown_per_point(heu
         assert parent.optimizer.learning_rate == longest.optimizer.learning_rate
         g = parent.checkpoint_every
         assert g == parent.checkpoint_keep_every >= 1
+        shortest_cooldown = 0.2 * min(round(c.tokens / (longest.batch_size * c.seq_len))
+                                      for c in found)
+        assert g & (g - 1) == 0 and g <= max(1.0, shortest_cooldown / 10) < 2 * g
+        if budgets is LONG_BUDGETS:
+            assert g >= 8  # branch points are rounded: the stable run keeps fewer steps
         branch_points = []
         for c in found:
             step = by_run[f"ladder-{_budget(c)}-h{hidden}-l{layers}"]

@@ -71,11 +71,12 @@ class RunOutcome(Artifact):
                       seed=self.seed, replicate_of=self.replicate_of,
                       hidden_dim=self.hidden_dim, num_layers=self.num_layers,
                       params=float(s.params) if s else nan, tokens=float(s.tokens) if s else nan,
-                      flops=float(s.flops) if s else nan,
+                      flops=float(s.trained_flops) if s else nan,
                       loss=float(value) if value is not None else nan,
                       train_loss=s.train_loss if s else None,
                       first_eval_loss=curve[0] if curve else None, status=status,
-                      reason=reason)
+                      reason=reason, parent_run=s.parent_run if s else None,
+                      branch_step=s.branch_step if s else None)
 
 
 def read_outcome(run_path: str) -> RunOutcome | None:

@@ -26,7 +26,7 @@ __all__ = ["row_from_columns", "rows_csv"]
 
 _COLUMNS = ("run", "group", "label", "budget", "seed", "replicate_of", "hidden_dim",
             "num_layers", "params", "tokens", "flops", "loss", "train_loss", "first_eval_loss",
-            "status", "reason")
+            "status", "reason", "parent_run", "branch_step")
 
 
 def rows_csv(rows: Sequence[RunRow]) -> str:
@@ -42,7 +42,8 @@ def row_from_columns(r: Mapping[str, Any], where: str, default_run: str) -> RunR
     """A ``RunRow`` from a table's columns (a ``runs.csv`` row, or any results table with
     ``params``, ``tokens``, ``loss`` and optional ``flops``, ``budget``, ``run``, ``label``,
     ``status``, ``reason``, ``replicate_of`` ...); ``flops`` defaults to ``6 * params *
-    tokens``. A table of the previous format (no label or seed) reads as label ``default``."""
+    tokens``. A table of the previous format (no label or seed) reads as label ``default``,
+    one without ``parent_run`` and ``branch_step`` as runs from scratch."""
     def number(key: str, kind: type = float) -> Any:
         value = r.get(key)
         if value is None or value == "":
@@ -80,4 +81,5 @@ def row_from_columns(r: Mapping[str, Any], where: str, default_run: str) -> RunR
                   flops=measured("flops") if "flops" in r else 6 * params * tokens,
                   loss=measured("loss"), train_loss=number("train_loss"),
                   first_eval_loss=number("first_eval_loss"), status=status(),
-                  reason=text("reason"))
+                  reason=text("reason"), parent_run=text("parent_run"),
+                  branch_step=number("branch_step", int))

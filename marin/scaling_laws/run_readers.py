@@ -255,9 +255,11 @@ def _marin_row(folder: str, name: str, parent: str, metric: str, label: str | No
     except SummaryError as e:
         raise RunFolderError(str(e)) from None
     value = _summary_metric(summary, join_url(folder, SUMMARY), metric)
-    return RunRow(run=name, label=label or parent, budget=_bucket(summary.flops),
+    flops = summary.trained_flops  # a branch's point: its parent's prefix included
+    return RunRow(run=name, label=label or parent, budget=_bucket(flops),
                   params=float(summary.params), tokens=float(summary.tokens),
-                  flops=float(summary.flops), loss=value, train_loss=summary.train_loss)
+                  flops=float(flops), loss=value, train_loss=summary.train_loss,
+                  parent_run=summary.parent_run, branch_step=summary.branch_step)
 
 
 def _study_row(folder: str, name: str, parent: str, metric: str, label: str | None) -> RunRow:

@@ -37,7 +37,9 @@ class RunRow:
     a run folder): ``loss`` is the metric fitted; ``budget`` None groups runs by FLOPs;
     ``status`` other than ``RunStatus.OK`` (with its ``reason``) keeps the run out of the
     fits (files hold the status's string, ``ok``, ``diverged``...); a
-    seed replicate names the run it repeats in ``replicate_of``."""
+    seed replicate names the run it repeats in ``replicate_of``; a cooldown branch names
+    its stable run and the step it left it at (``parent_run``, ``branch_step``; None: from
+    scratch), and its ``flops`` are those of the point, the shared prefix included."""
 
     run: str = ""
     budget: float | None = None
@@ -55,6 +57,8 @@ class RunRow:
     num_layers: int | None = None
     train_loss: float | None = None
     first_eval_loss: float | None = None
+    parent_run: str | None = None
+    branch_step: int | None = None
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,14 @@ class RunSummary:
     parent_run: str | None = None
     branch_step: int | None = None
 
+    @property
+    def trained_flops(self) -> float:
+        """The FLOPs of every step the model was trained with: ``flops``, and for a branch
+        its parent's prefix ``0..branch_step`` too (every step costs the same)."""
+        if self.branch_step is None or self.steps <= self.branch_step:
+            return self.flops
+        return self.flops * self.steps / (self.steps - self.branch_step)
+
     def metric(self, name: str) -> float | None:
         """The figure a study's metric names: ``macro_bpb``, ``macro_loss``, ``loss``,
         ``bpb`` (all validation tokens), ``<set>/loss`` or ``<set>/bpb``; None when the

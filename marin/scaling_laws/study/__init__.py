@@ -13,7 +13,8 @@ checked predictions, and the typed reader of what a study found.
     found.comparisons[0].compute_multiplier
 
 The modules: ``graph`` builds the steps (``labels`` checks the corpora, mixtures,
-validation sets and metric; ``configs`` holds the steps' configs and names); ``steps`` holds
+validation sets and metric; ``configs`` holds the steps' configs and names; ``ladder``
+plans ``schedule="cooldown"``: stable runs and their cooldown branches); ``steps`` holds
 the step bodies; ``artifacts`` the typed files (``codec``, ``laws``, ``legacy`` under it);
 ``fitting`` the one fitting pipeline; ``analysis`` the noise, backtest and comparison;
 ``reading`` ``load_study`` and the closing summary; ``report`` the report and its plots.
@@ -42,6 +43,7 @@ from marin.scaling_laws.study.configs import (
 )
 from marin.scaling_laws.study.graph import IsoFlopStudy, isoflop_study
 from marin.scaling_laws.study.labels import Mixture, StudyCorpus, StudyInputError
+from marin.scaling_laws.study.ladder import LadderPoint, ShapeLadder, ladder_flops
 from marin.scaling_laws.study.reading import (
     StudyOutputs,
     load_study,
@@ -57,11 +59,13 @@ from marin.scaling_laws.study.steps import (
 )
 from marin.scaling_laws.train_options import TrainOptions
 
-__all__ = ["CandidateRunConfig", "IsoFlopStudy", "LabelComparison", "Mixture", "Prediction",
-           "PredictionConfig", "RunFolder", "RunOutcome", "StudyCorpus", "StudyFit",
+__all__ = ["CandidateRunConfig", "IsoFlopStudy", "LabelComparison", "LadderPoint", "Mixture",
+           "Prediction", "PredictionConfig", "RunFolder", "RunOutcome", "ShapeLadder",
+           "StudyCorpus", "StudyFit",
            "StudyFitConfig", "StudyInputError", "StudyOutputs", "StudyReportConfig",
            "StudyResult", "StudyRun", "TrainOptions",
-           "budget_tag", "eval_curves", "fit_study", "isoflop_study", "load_study",
+           "budget_tag", "eval_curves", "fit_study", "isoflop_study", "ladder_flops",
+           "load_study",
            "next_tiers", "print_study_summary", "run_candidate", "run_name",
            "run_prediction", "study_candidates", "study_outputs", "write_study_report"]
 

@@ -239,8 +239,8 @@ class StudyResult(Artifact):
     ``model_error`` and ``runs``."""
 
     FORMAT: ClassVar[str] = "marin.study.result"
-    VERSION: ClassVar[int] = 3
-    OLDER: ClassVar[tuple[int, ...]] = (1, 2)
+    VERSION: ClassVar[int] = 4  # 4: runs name a cooldown's parent_run and branch_step
+    OLDER: ClassVar[tuple[int, ...]] = (1, 2, 3)
 
     title: str
     metric: str

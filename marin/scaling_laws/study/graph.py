@@ -70,6 +70,7 @@ from marin.scaling_laws.study.labels import (
     study_labels,
     validation_sets,
 )
+from marin.scaling_laws.study.ladder import SCHEDULES, ShapeLadder, ladder_line, ladder_runs
 from marin.scaling_laws.study.steps import (
     fit_study,
     run_candidate,
@@ -102,6 +103,10 @@ class IsoFlopStudy:
         report: the step writing ``report.md``, ``study.json`` and the plots.
         runs: the candidate runs, in the order they were planned.
         tokenizer: the tokenizer-training step (None with a named tokenizer).
+        schedule: ``scratch`` (every run from scratch) or ``cooldown`` (a ladder).
+        ladders: with ``cooldown``, each label's model shapes' ``ShapeLadder`` (a seed
+            replicate's own stable run too), each with its stable step.
+        stable_runs: the ladders' stable runs (empty from scratch).
     """
 
     name: str
@@ -114,6 +119,9 @@ class IsoFlopStudy:
     runs: tuple[ExecutorStep, ...] = ()
     tokenizer: ExecutorStep | None = None
     further_predictions: Mapping[str, tuple[ExecutorStep, ...]] = field(default_factory=dict)
+    schedule: str = "scratch"
+    ladders: tuple[ShapeLadder, ...] = ()
+    stable_runs: tuple[ExecutorStep, ...] = ()
 
 
 def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | Mixture],
@@ -125,7 +133,8 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
                   eval_points: int = 4,
                   validation: Mapping[str, str] | Sequence[str] | None = None,
                   metric: str = "macro_bpb", baseline: str | None = None,
-                  replicates: int = 0) -> IsoFlopStudy:
+                  replicates: int = 0, schedule: str = "scratch",
+                  cooldown_fraction: float = 0.2) -> IsoFlopStudy:
     """An IsoFLOP study: every step (the last one is the report) and handles on them.
 
     Args:
@@ -156,6 +165,11 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         replicates: extra seeds for the middle candidate of every budget and label; their
             spread is the run-to-run noise in the prediction intervals (0: the noise is
             estimated from the fit's residuals).
+        schedule: ``scratch``: every point is a run of its own; ``cooldown``: a ladder,
+            every model shape's points the cooldowns of one stable run
+            (``marin.scaling_laws.study.ladder``; held-out predictions stay from scratch).
+        cooldown_fraction: with ``cooldown``, the fraction of each point's steps that is its
+            cooldown.
     """
     budgets = sorted(float(b) for b in budgets)
     held_out = _held_out(predict_budget)
@@ -166,6 +180,9 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
     options = _options(train_options)
     _check_study(name, budgets, heuristic, tokenizer_vocab_size, held_out, labels,
                  baseline, replicates)
+    if schedule not in SCHEDULES:
+        raise StudyInputError(f"schedule={schedule!r} is no schedule; use one of "
+                              f"{', '.join(map(repr, SCHEDULES))}")
     stem = name.rstrip("/").rpartition("/")[2]
     tokenizer_step = _tokenizer_step(name, labels, tokenizer_vocab_size)
     caches = {label: _tokenize_step(name, label, corpus, labels.single, tokenizer_step or
@@ -182,28 +199,35 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         options["validation"] = tuple(ValidationSet(s, output_path_of(caches[c]))
                                       for s, c in sets.items())
     candidates = _candidates(heuristic, budgets, labels)
-    runs: list[StudyRun] = []
     train_steps: list[ExecutorStep] = []
+    ladders: list[ShapeLadder] = []
     for label in labels.order:
         label_stem = stem if labels.single else f"{stem}-{label}"
+        if schedule == "cooldown":
+            shapes, branches = ladder_runs(name, label_stem, label, labels.single, candidates,
+                                           data[label], options, eval_points, replicates,
+                                           cooldown_fraction)
+            ladders += shapes
+            train_steps += branches
+            continue
         for budget, group_candidates in candidates.items():
             group = f"{label_stem}-{budget_tag(budget)}"
             middle = group_candidates[len(group_candidates) // 2]
             for candidate in group_candidates:
                 seeds = range(replicates + 1) if candidate is middle else range(1)
-                for k in seeds:
-                    step = _candidate_step(f"{name}/runs/{group}", label_stem, label, group,
-                                           candidate, data[label], options, eval_points, k)
-                    train_steps.append(step)
-                    runs.append(StudyRun(step.config.run_name, group, budget,
-                                         output_path_of(step), label))
+                train_steps += [_candidate_step(f"{name}/runs/{group}", label_stem, label,
+                                                group, candidate, data[label], options,
+                                                eval_points, k) for k in seeds]
+    runs = [StudyRun(s.config.run_name, s.config.group, s.config.budget, output_path_of(s),
+                     s.config.label) for s in train_steps]
+    stable = tuple(shape.stable for shape in ladders)
     targets = next_tiers(budgets[-1] if predict_budget is None else predict_budget, 2)
     fit = ExecutorStep(f"{name}/fit", fit_study, StudyFitConfig(
         runs=tuple(runs), labels=labels.order, metric=metric, targets=(*targets, FAR_TARGET),
         holdout_budget=predict_budget, bootstrap=bootstrap, baseline=baseline,
         corpora=tuple(LabelPath(c, data[c]) for c in labels.corpora)),
         description=f"Approach 2 and 3 fits of {len(labels.order)} label(s) over "
-                    f"{len(runs)} runs, on {metric}")
+                    f"{len(runs)} runs, on {metric}{ladder_line(stable, train_steps)}")
     predictions = {} if predict_budget is None else {
         label: _prediction_step(name, stem, label, labels, fit, data[label], heuristic,
                                 predict_budget, options, eval_points)
@@ -220,9 +244,10 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
     first = [tokenizer_step] if tokenizer_step is not None else []
     return IsoFlopStudy(
         name=name, labels=tuple(labels.order), metric=metric,
-        steps=(*first, *caches.values(), *train_steps, fit, *checks, report),
+        steps=(*first, *caches.values(), *stable, *train_steps, fit, *checks, report),
         fit=fit, report=report, predictions=predictions, runs=tuple(train_steps),
-        tokenizer=tokenizer_step, further_predictions=further)
+        tokenizer=tokenizer_step, further_predictions=further, schedule=schedule,
+        ladders=tuple(ladders), stable_runs=stable)
 
 
 def _held_out(predict_budget: float | Sequence[float] | None) -> tuple[float, ...]:

@@ -29,9 +29,10 @@ from marin.scaling_laws.study.summary import (
     prediction_lines,
     summary_lines,
 )
+from marin.scaling_laws.values import RunRow
 from marin.storage.files import join_url, move_into_place
 
-__all__ = ["render_report"]
+__all__ = ["render_report", "trained_from"]
 
 
 def render_report(result: StudyResult, output_path: str) -> str:
@@ -171,13 +172,21 @@ def _epochs_section(result: StudyResult) -> list[str]:
     return out
 
 
+def trained_from(row: RunRow) -> str:
+    """``from scratch``, or ``cooldown of <stable run folder> from step <k>``."""
+    if row.parent_run is None:
+        return "from scratch"
+    return f"cooldown of {str(row.parent_run).rstrip('/').rpartition('/')[2]} from step " \
+           f"{row.branch_step}"
+
+
 def _label_section(result: StudyResult, label: str, named: bool) -> list[str]:
     fit = result.fits[label]
     level = "###" if named else "##"
     out = ["", f"## Label {label}"] if named else []
     out += ["", f"{level} Runs", "",
             f"| run | budget | hidden | layers | params | tokens | {result.metric} "
-            "(first -> final) | status |", "|---|---|---|---|---|---|---|---|"]
+            "(first -> final) | trained | status |", "|---|---|---|---|---|---|---|---|---|"]
     for r in result.runs_of(label):
         ok = r.status == RunStatus.OK
         status = r.status if ok else f"**excluded: {r.status}**"
@@ -185,7 +194,8 @@ def _label_section(result: StudyResult, label: str, named: bool) -> list[str]:
             status = f"seed replicate of {r.replicate_of}"
         out.append(f"| {r.run} | {fmt(r.budget)} | {r.hidden_dim or '-'} | "
                    f"{r.num_layers or '-'} | {fmt(r.params)} | {fmt(r.tokens)} | "
-                   f"{fmt(r.first_eval_loss, 4)} -> {fmt(r.loss, 4)} | {status} |")
+                   f"{fmt(r.first_eval_loss, 4)} -> {fmt(r.loss, 4)} | {trained_from(r)} | "
+                   f"{status} |")
     if fit.excluded:
         out += ["", f"{level}# Excluded runs", ""]
         out += [f"- `{e.run}` ({fmt(e.budget)} FLOPs): {e.status}: {e.reason}"

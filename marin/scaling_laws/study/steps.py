@@ -54,7 +54,8 @@ from marin.storage.files import join_url, open_url
 from marin.training.metric_names import canonical
 from marin.training.summary import RunSummary
 
-__all__ = ["eval_curves", "fit_study", "run_candidate", "run_prediction", "write_study_report"]
+__all__ = ["eval_curves", "fit_study", "run_candidate", "run_prediction", "train_stable",
+           "write_study_report"]
 
 logger = logging.getLogger("marin.scaling_laws")
 
@@ -123,6 +124,14 @@ def run_candidate(config: CandidateRunConfig) -> RunOutcome:
                          curves=eval_curves(config.train.output_path))
     write_artifact(config.train.output_path, OUTCOME, outcome)
     return outcome
+
+
+def train_stable(config: Any) -> RunSummary:
+    """Train a ladder's stable run (a ``TrainLmConfig``), whose checkpoints its cooldown
+    branches start from (``marin.scaling_laws.study.ladder``); no outcome: no fit reads it."""
+    from marin.training.trainer import train_lm
+
+    return train_lm(config)
 
 
 # -- the fit ---------------------------------------------------------------------------------

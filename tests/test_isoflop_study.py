@@ -146,7 +146,9 @@ def test_a_reduced_study_runs_end_to_end_and_its_analysis_matches_the_runs(tmp_p
     assert prediction.within_interval == (low <= prediction.achieved_loss <= high)
     # pre-registered: written from this fit before its run's first step (the trainer's clock)
     assert prediction.fit_key == Path(out.fit).name
-    first_step = json.loads((predicted_run / "metrics.jsonl").read_text().splitlines()[0])
+    records = [json.loads(line) for line in
+               (predicted_run / "metrics.jsonl").read_text().splitlines()]
+    first_step = next(r for r in records if "wall_time" in r)
     registered = datetime.datetime.fromisoformat(prediction.registered_at).timestamp()
     assert registered < datetime.datetime.fromisoformat(prediction.run_started_at).timestamp() \
         < first_step["wall_time"]

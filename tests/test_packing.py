@@ -93,3 +93,21 @@ def test_runs_of_other_shapes_are_refused_before_anything_trains(cache: Path,
     with pytest.raises(TrainingConfigError, match="share an output_path"):
         pack_train([a, dataclasses.replace(a, seed=1)])
     assert not (tmp_path / "a").exists()
+
+
+def test_a_pack_resumes_from_its_members_common_checkpoint(cache: Path, tmp_path: Path):
+    configs = [_member(cache, tmp_path / f"m{i}", i, lr) for i, lr in enumerate((0.01, 0.02))]
+    pack_train(configs)
+    before = [_losses(tmp_path / f"m{i}") for i in range(2)]
+    last = [dict(complete_checkpoints(str(tmp_path / f"m{i}" / "checkpoints")))[5]
+            for i in range(2)]
+    shutil.rmtree(last[0])  # member 0 stands at step 3, member 1 at step 5
+    with pytest.raises(TrainingConfigError, match=r"different checkpointed steps .*m0: step 3"
+                       r".*m1: step 5"):
+        pack_train(configs)
+    assert _losses(tmp_path / "m1") == before[1]  # nothing lost
+    shutil.rmtree(last[1])
+    outcomes = pack_train(configs)
+    for i, outcome in enumerate(outcomes):
+        assert outcome.error is None
+        np.testing.assert_allclose(_losses(tmp_path / f"m{i}"), before[i], rtol=1e-6)

@@ -3,6 +3,7 @@ candidate is built above it, by ``marin.scaling_laws.runs.train_step``.
 
     from marin.training import OptimizerHyperparameters, TrainLmConfig, train_lm
     from marin.training import DataComponent, ValidationSet, RunSummary, read_summary
+    from marin.training import pack_train        # runs of one shape as one program
 
 Design note: names are loaded on first use (PEP 562), so ``import marin.training`` or
 ``marin.training.hyperparameters``, ``marin.training.config`` and ``marin.training.summary``
@@ -24,6 +25,7 @@ _EXPORTS = {
     "TrainingDivergedError": "marin.training.config",
     "TrainingOutOfMemoryError": "marin.training.config",
     "ValidationSet": "marin.training.config",
+    "pack_train": "marin.training.packing",
     "read_summary": "marin.training.summary",
     "train_lm": "marin.training.trainer",
 }

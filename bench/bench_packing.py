@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -85,7 +86,8 @@ def main() -> None:
         cache = build_cache(root / "data")
         tokens = args.batch * args.seq
         print(f"hidden {args.hidden}, batch {args.batch} x {args.seq}, {args.steps} steps a "
-              f"run, {jax.device_count()} {jax.devices()[0].platform} device(s)")
+              f"run, {jax.device_count()} {jax.devices()[0].platform} device(s), load average "
+              f"{os.getloadavg()[0]:.1f}")
         print(f"{'K':>3} {'separate tok/s':>15} {'packed tok/s':>13} {'ratio':>6} "
               f"{'steps/s sep':>12} {'steps/s pack':>13} {'ratio':>6} {'steady ratio':>13}")
         for k in (int(x) for x in args.packs.split(",")):
@@ -98,6 +100,7 @@ def main() -> None:
             print(f"{k:>3} {sep_sps * tokens:>15.0f} {pack_sps * tokens:>13.0f} "
                   f"{pack_sps / sep_sps:>6.2f} {sep_sps:>12.1f} {pack_sps:>13.1f} "
                   f"{pack_sps / sep_sps:>6.2f} {apart[1] / pack[1]:>13.2f}")
+        print(f"load average at the end {os.getloadavg()[0]:.1f}")
         print("tok/s and steps/s: whole runs (wall clock, a warm compilation cache); steady "
               "ratio: the steps alone (median step time, compilation left out)")
 

@@ -43,6 +43,7 @@ from marin.training.compilation import use_compilation_cache
 from marin.training.config import (
     TrainingConfigError,
     TrainingDivergedError,
+    TrainingOutOfMemoryError,
     TrainLmConfig,
     check_batch_layout,
     compilation_cache_folder,
@@ -51,7 +52,7 @@ from marin.training.data import training_data
 from marin.training.optimizer import Optimizer
 from marin.training.state import CompileClock, TrainerState, make_traced_step
 from marin.training.summary import RunSummary, write_summary
-from marin.training.trainer import _check_config, _Run, _summary
+from marin.training.trainer import _check_config, _Run, _summary, explain_out_of_memory
 
 __all__ = ["MemberOutcome", "PackShape", "pack_shape", "pack_train"]
 
@@ -184,8 +185,16 @@ class _Pack:
         for step in range(start, self.configs[0].train_steps):
             tokens = jnp.asarray(np.stack([next(b)[1] for b in batches]))
             with CompileClock() as clock:
-                state, out = self.update(state, tokens)
-                out = jax.device_get(out)
+                try:
+                    state, out = self.update(state, tokens)
+                    out = jax.device_get(out)
+                except jax.errors.JaxRuntimeError as e:
+                    oom = explain_out_of_memory(e, self.configs[0].batch_size, 1)
+                    if oom is None:
+                        raise
+                    raise TrainingOutOfMemoryError(
+                        f"a pack of {len(self.runs)} members ran {oom}; or pack fewer "
+                        "members (memory is members x one run's)") from e
             for i, run in enumerate(self.runs):
                 if i in self.errors:
                     continue

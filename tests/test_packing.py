@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from marin.processing.tokenize.cache import CacheError
 from marin.training import TrainingConfigError, TrainingDivergedError, train_lm
 from marin.training.checkpoint import complete_checkpoints
 from marin.training.packing import pack_shape, pack_train
@@ -92,7 +93,10 @@ def test_runs_of_other_shapes_are_refused_before_anything_trains(cache: Path,
         pack_train([a, b])
     with pytest.raises(TrainingConfigError, match="share an output_path"):
         pack_train([a, dataclasses.replace(a, seed=1)])
-    assert not (tmp_path / "a").exists()
+    missing = dataclasses.replace(b, batch_size=8, cache_path=str(tmp_path / "nowhere"))
+    with pytest.raises(CacheError, match=r"no token cache at .*nowhere"):
+        pack_train([a, missing])
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_a_pack_resumes_from_its_members_common_checkpoint(cache: Path, tmp_path: Path):

@@ -108,10 +108,11 @@ def pack_train(configs: Sequence[TrainLmConfig]) -> list[MemberOutcome]:
     _check_pack(configs)
     install_from_env()
     use_compilation_cache(compilation_cache_folder(configs[0].compilation_cache))
+    datas = [training_data(config) for config in configs]  # each cache checked first
     runs = [_Run(config) for config in configs]
     outcomes: list[MemberOutcome] = []
     try:
-        outcomes = _Pack(configs, runs).train()
+        outcomes = _Pack(configs, runs).train(datas)
     finally:  # each last save is committed before its member counts as done
         summaries = {o.output_path: o.summary for o in outcomes}
         for config, run in zip(configs, runs, strict=True):
@@ -162,7 +163,7 @@ class _Pack:
         self.errors: dict[int, TrainingDivergedError] = {}
         self.last_loss = [math.nan] * len(runs)
 
-    def train(self) -> list[MemberOutcome]:
+    def train(self, datas: list[Any]) -> list[MemberOutcome]:
         states, starts = zip(*(run.restore_or_init() for run in self.runs), strict=True)
         if len(set(starts)) > 1:
             at = ", ".join(f"{c.output_path}: step {s}" for c, s in zip(self.configs, starts,
@@ -171,7 +172,6 @@ class _Pack:
                 f"pack members resume from different checkpointed steps ({at}); train them "
                 "apart, or delete the newer checkpoints so that they stand at one step")
         state = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
-        datas = [training_data(config) for config in self.configs]
         state = self._steps(state, datas, starts[0])
         outcomes = []
         for i, (config, run) in enumerate(zip(self.configs, self.runs, strict=True)):

@@ -93,6 +93,8 @@ def test_runs_of_other_shapes_are_refused_before_anything_trains(cache: Path,
         pack_train([a, b])
     with pytest.raises(TrainingConfigError, match="share an output_path"):
         pack_train([a, dataclasses.replace(a, seed=1)])
+    with pytest.raises(TrainingConfigError, match=r"member 1 .*profile_steps"):
+        pack_train([a, dataclasses.replace(b, batch_size=8, profile_steps=(1, 2))])
     missing = dataclasses.replace(b, batch_size=8, cache_path=str(tmp_path / "nowhere"))
     with pytest.raises(CacheError, match=r"no token cache at .*nowhere"):
         pack_train([a, missing])

@@ -128,8 +128,12 @@ def pack_train(configs: Sequence[TrainLmConfig]) -> list[MemberOutcome]:
 def _check_pack(configs: list[TrainLmConfig]) -> None:
     if not configs:
         raise TrainingConfigError("pack_train needs at least one TrainLmConfig")
-    for config in configs:
+    for i, config in enumerate(configs):
         _check_config(config)
+        if config.profile_steps is not None:
+            raise TrainingConfigError(
+                f"pack member {i} ({config.output_path}) sets TrainLmConfig.profile_steps: a "
+                "pack profiles no member; unset it, or train that run alone to profile it")
     first = pack_shape(configs[0])
     for i, config in enumerate(configs[1:], start=1):
         shape = pack_shape(config)

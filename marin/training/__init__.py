@@ -4,6 +4,7 @@ candidate is built above it, by ``marin.scaling_laws.runs.train_step``.
     from marin.training import OptimizerHyperparameters, TrainLmConfig, train_lm
     from marin.training import DataComponent, ValidationSet, RunSummary, read_summary
     from marin.training import BranchPoint, cooldown_config   # runs that branch from a checkpoint
+    from marin.training import pack_train        # runs of one shape as one program
 
 Design note: names are loaded on first use (PEP 562), so ``import marin.training`` or
 ``marin.training.hyperparameters``, ``marin.training.config`` and ``marin.training.summary``
@@ -27,6 +28,7 @@ _EXPORTS = {
     "TrainingOutOfMemoryError": "marin.training.config",
     "ValidationSet": "marin.training.config",
     "cooldown_config": "marin.training.branching",
+    "pack_train": "marin.training.packing",
     "read_summary": "marin.training.summary",
     "train_lm": "marin.training.trainer",
 }

@@ -97,19 +97,32 @@ def make_traced_update_fn(optimizer: Any, dtype: Any, microbatches: int = 1
                           ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
     """As ``make_update_fn``, for an ``Optimizer`` whose values the state carries
     (``state.hyper``); the metrics also hold the step's ``learning_rate``."""
-    return _jit_update(lambda state: optimizer.transformation(state.hyper),
-                       lambda state: state.hyper.z_loss_weight if optimizer.z_loss else 0.0,
-                       lambda state: optimizer.schedule(state.hyper)(state.step), dtype,
-                       microbatches)
+    return eqx.filter_jit(make_traced_step(optimizer, dtype, microbatches), donate="all")
+
+
+def make_traced_step(optimizer: Any, dtype: Any, microbatches: int = 1
+                     ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
+    """The body of ``make_traced_update_fn``'s update, not jitted: what a caller transforms
+    further (``marin.training.packing`` vmaps it over the runs of a pack)."""
+    return _update_step(lambda state: optimizer.transformation(state.hyper),
+                        lambda state: state.hyper.z_loss_weight if optimizer.z_loss else 0.0,
+                        lambda state: optimizer.schedule(state.hyper)(state.step), dtype,
+                        microbatches)
 
 
 def _jit_update(tx_of: Callable[[TrainerState], Any], z_of: Callable[[TrainerState], Any],
                 lr_of: Callable[[TrainerState], Any] | None, dtype: Any, microbatches: int
                 ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
+    return eqx.filter_jit(_update_step(tx_of, z_of, lr_of, dtype, microbatches),
+                          donate="all")
+
+
+def _update_step(tx_of: Callable[[TrainerState], Any], z_of: Callable[[TrainerState], Any],
+                 lr_of: Callable[[TrainerState], Any] | None, dtype: Any, microbatches: int
+                 ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
     if microbatches < 1:
         raise ValueError(f"microbatches must be at least 1, got {microbatches}")
 
-    @eqx.filter_jit(donate="all")
     def update(state: TrainerState, tokens: jax.Array) -> tuple[TrainerState, dict]:
         tx = tx_of(state)
         nll, grads = _gradients(state.model, tokens, z_of(state), dtype, microbatches)

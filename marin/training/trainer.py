@@ -246,11 +246,18 @@ class _Run:
             loss = float(out["loss"])
         if not math.isfinite(loss):
             self._diverged(loss, step)
+        return state, self.step_record(step, loss, float(out["learning_rate"]),
+                                       float(out["grad_norm"]), clock)
+
+    def step_record(self, step: int, loss: float, learning_rate: float, grad_norm: float,
+                    clock: CompileClock) -> dict[str, Any]:
+        """The metrics of step ``step`` (0-based) whose update ``clock`` timed."""
+        config = self.config
         elapsed = max(clock.elapsed - clock.seconds, 1e-9)
         tokens = config.batch_size * config.model.seq_len
         record = {"step": step + 1, names.TRAIN_LOSS: loss,
-                  names.LEARNING_RATE: float(out["learning_rate"]),
-                  names.GRAD_NORM: float(out["grad_norm"]), names.STEP_TIME: elapsed,
+                  names.LEARNING_RATE: learning_rate,
+                  names.GRAD_NORM: grad_norm, names.STEP_TIME: elapsed,
                   names.TOKENS_PER_SECOND: tokens / elapsed,
                   names.MFU: self.flops_per_step / elapsed / self.peak,
                   names.TOTAL_TOKENS: tokens * (step + 1),
@@ -258,7 +265,7 @@ class _Run:
                   "wall_time": time.time()}
         if clock.seconds:
             record["compile_time"] = clock.seconds
-        return state, record
+        return record
 
     def _checkpoint(self, done: int, state: TrainerState, record: dict[str, Any]) -> None:
         self.metrics.flush()  # first: a complete checkpoint implies its metrics are stored

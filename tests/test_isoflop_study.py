@@ -8,7 +8,6 @@ import datetime
 import io
 import json
 import math
-import shutil
 import socket
 from pathlib import Path
 
@@ -43,18 +42,8 @@ from marin.scaling_laws.study import (
 from marin.training.config import TrainLmConfig
 from marin.training.summary import RunSummary
 from tests.conftest import ROOT
-from tests.helpers.corpus import plays
 from tests.helpers.studies import BUDGETS, HELD_OUT, TINY, VOCAB
-
-
-def _corpus(root: Path, count: int = 5) -> StudyCorpus:
-    texts = plays(count)
-    for folder in ("train", "validation"):
-        (root / folder).mkdir(parents=True)
-    for play in texts[:-1]:
-        shutil.copy(play, root / "train" / f"{play.stem}.txt")
-    shutil.copy(texts[-1], root / "validation" / f"{texts[-1].stem}.txt")
-    return StudyCorpus(train=(str(root / "train"),), validation=(str(root / "validation"),))
+from tests.helpers.studies import plays_corpus as _corpus
 
 
 def _study(corpus: StudyCorpus, heuristic=TINY, replicates: int = 1) -> IsoFlopStudy:

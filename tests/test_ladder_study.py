@@ -30,7 +30,8 @@ from marin.training.branching import check_branch, kept_steps
 from marin.training.hyperparameters import schedule_steps
 from marin.training.optimizer import Optimizer, wsd_schedule
 from marin.training.summary import RunSummary
-from tests.test_isoflop_study import TINY, VOCAB, _corpus
+from tests.helpers.studies import TINY, VOCAB
+from tests.helpers.studies import plays_corpus as _corpus
 
 LADDER_BUDGETS = (6e7, 1.2e8, 2.4e8, 4.8e8)  # each a factor 2 above the last
 REMOTE = StudyCorpus(train=("gs://bucket/train",), validation=("gs://bucket/valid",))

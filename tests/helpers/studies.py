@@ -36,3 +36,19 @@ def play_corpus(root: Path, first: int) -> StudyCorpus:
     shutil.copy(texts[0], root / "train" / f"{texts[0].stem}.txt")
     shutil.copy(texts[1], root / "validation" / f"{texts[1].stem}.txt")
     return StudyCorpus(train=(str(root / "train"),), validation=(str(root / "validation"),))
+
+
+def plays_corpus(root: Path, count: int = 5) -> StudyCorpus:
+    """``count`` plays as one corpus under ``root``: all but the last to train on, the last
+    to validate on."""
+    import shutil
+
+    from tests.helpers.corpus import plays
+
+    texts = plays(count)
+    for folder in ("train", "validation"):
+        (root / folder).mkdir(parents=True)
+    for play in texts[:-1]:
+        shutil.copy(play, root / "train" / f"{play.stem}.txt")
+    shutil.copy(texts[-1], root / "validation" / f"{texts[-1].stem}.txt")
+    return StudyCorpus(train=(str(root / "train"),), validation=(str(root / "validation"),))

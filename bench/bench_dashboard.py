@@ -34,7 +34,7 @@ from slow_storage import SlowStorage  # bench/, the script's own folder
 
 from marin.dashboard.reader import PrefixReader
 from marin.execution import Executor, ExecutorStep, this_output_path
-from marin.execution.invocations import _step_json, invocations_folder
+from marin.execution.invocations import invocations_folder, planned_step
 from marin.execution.lease import LeaseRecord
 from marin.execution.status import (
     StatusRecord,
@@ -90,7 +90,7 @@ def write_prefix(prefix: str, n: int) -> list[str]:
         _write(status_path(out), record.encode())
         if status is StepStatus.RUNNING:
             _write(lease_path(out), LeaseRecord("r", "bench-host", 1, now, 3600).encode())
-    steps = [_step_json(e) for e in plan.entries]
+    steps = [planned_step(e).to_json() for e in plan.entries]
     record = {"format": 1, "experiment": "bench", "started": now - 60, "user": "bench",
               "host": "bench-host"}
     # In flight: no end yet, so durations come from each step's info.

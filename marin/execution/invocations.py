@@ -84,7 +84,7 @@ class _InvocationRecorder:
             script=self._experiment.script, name=self._experiment.name,
             argv=tuple(sys.argv), cwd=os.getcwd(), user=current_user(),
             host=socket.gethostname(), pid=os.getpid(), git_commit=git_commit(),
-            started=time.time(), steps=tuple(_planned(e) for e in plan.entries))
+            started=time.time(), steps=tuple(planned_step(e) for e in plan.entries))
         self._write()
         self._inner.invocation_started(plan, pending)
 
@@ -115,7 +115,8 @@ class _InvocationRecorder:
             logger.warning("could not record this invocation at %s: %s", self._path, e)
 
 
-def _planned(entry: PlanEntry) -> InvocationStep:
+def planned_step(entry: PlanEntry) -> InvocationStep:
+    """A plan entry as the invocation record holds it before the step ends."""
     node = entry.node
     return InvocationStep(
         key=node.key, name=node.name, output_path=node.output_path,

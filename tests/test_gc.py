@@ -159,6 +159,8 @@ def test_gc_waits_for_an_executor_between_its_plan_and_its_invocation_record(tmp
     (["--prefix", "{tmp}/nowhere"], "does not exist"),
     (["--prefix", "{prefix}", "--keep", "no-such-experiment"], "names no experiment"),
     (["--prefix", "{prefix}", "--older-than", "thirty days"], "is not an age"),
+    (["--prefix", "{prefix}", "--wait", "-5"], "--wait -5: give the seconds"),
+    (["--prefix", "{prefix}", "--wait", "nan"], "--wait nan: give the seconds"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], expected: str):
     assert _executor(tmp_path, MARIN_TEST_RATE="1").returncode == 0

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -116,6 +117,9 @@ def _run_gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_
         rule = Retention(keep_last, tuple(keep))
     except ValueError as e:
         problem = problem or str(e)
+    if problem is None and not (math.isfinite(wait) and wait >= 0):
+        problem = (f"--wait {wait:g}: give the seconds to wait for planning executors, 0 or "
+                   "more (e.g. --wait 60)")
     if problem is not None:
         return error(problem)
     scan = scan_prefix(prefix)

@@ -222,6 +222,12 @@ def test_a_pin_file_that_names_no_key_keeps_everything(tmp_path: Path):
     refused = _marin("gc", "--prefix", str(prefix), "--older-than", "0", "--yes")
     assert refused.returncode == 2 and str(damaged) in refused.stderr, refused.stderr
     assert _files(prefix) == before and old.exists()
+    # the listing names it as gc reads it, not as its bytes
+    listed = _marin("pin", "--list", "--prefix", str(prefix))
+    assert listed.returncode == 0 and listed.stdout == "", listed.stdout
+    assert listed.stderr.strip() == (f"warning: {damaged} names no step key, so gc keeps "
+                                     "every output while it is there; delete it, or pin "
+                                     "the output again")
 
 
 def test_a_pin_and_its_prefix_spelled_differently_name_one_output(tmp_path: Path):

@@ -13,7 +13,7 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from marin.cli.console import error, out, print_json, reject_extra
+from marin.cli.console import error, out, print_json, reject_extra, warn
 
 if TYPE_CHECKING:
     from marin.execution.gc.scan import Scan
@@ -193,13 +193,16 @@ def _run_du(prefix: str, as_json: bool) -> int:
 
 
 def _pin_command(prefix: str, key: str | None, listing: bool, remove: bool) -> int:
-    from marin.execution.gc.pins import PinError, pin, pins, unpin
+    from marin.execution.gc.pins import PinError, damaged_pins, pin, pins, unpin
     from marin.storage import StorageError
 
     try:
         if listing or key is None:
             for name in pins(prefix):
                 print(name)
+            for path in damaged_pins(prefix):
+                warn(f"{path} names no step key, so gc keeps every output while it is "
+                     "there; delete it, or pin the output again")
             return 0
         (unpin if remove else pin)(prefix, key)
     except (PinError, StorageError) as e:

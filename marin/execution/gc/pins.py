@@ -15,11 +15,11 @@ import os
 from urllib.parse import quote
 
 from marin.execution.gc.reach import info_of, is_output, prefix_of, step_key
-from marin.execution.gc.scan import PINS_DIR
+from marin.execution.gc.scan import PINS_DIR, read_pins
 from marin.execution.status import INFO_FILE
 from marin.storage import get_storage
 
-__all__ = ["PinError", "pin", "pins", "unpin"]
+__all__ = ["PinError", "damaged_pins", "pin", "pins", "unpin"]
 
 
 class PinError(ValueError):
@@ -57,12 +57,20 @@ def pin(prefix: str, key: str) -> None:
 def pins(prefix: str) -> list[str]:
     """The pinned keys, each as ``step_key`` spells it (pins written as typed by older
     versions included)."""
+    return sorted(_read(prefix)[0])
+
+
+def damaged_pins(prefix: str) -> list[str]:
+    """The pin files that name no step key (not text, or no key), read as gc reads them:
+    while any is there gc keeps every output."""
+    return sorted(_read(prefix)[1])
+
+
+def _read(prefix: str) -> tuple[set[str], list[str]]:
     prefix = prefix_of(prefix)
     storage = get_storage(prefix)
     folder = f"{prefix}/{PINS_DIR}"
-    blobs = storage.read_many([f"{folder}/{n}" for n in storage.list_dir(folder)])
-    return sorted({k for b in blobs if b is not None
-                   and (k := step_key(b.data.decode(errors="replace")))})
+    return read_pins(storage, [f"{folder}/{n}" for n in storage.list_dir(folder)])
 
 
 def unpin(prefix: str, key: str) -> None:

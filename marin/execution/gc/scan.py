@@ -216,13 +216,13 @@ def scan_prefix(prefix: str, storage: Storage | None = None, read: bool = True) 
     if not read:
         return Scan(prefix, outputs, [], set(), {}, left_alone, copies=copies)
     read_records(storage, prefix, list(outputs.values()), (LEASE_FILE,))
-    pins, damaged = _read_pins(storage, confined(prefix, pin_files))
+    pins, damaged = read_pins(storage, confined(prefix, pin_files))
     return Scan(prefix, outputs, invocations, pins,
                 _read_markers(storage, confined(prefix, marker_files)), left_alone,
                 unreadable + damaged, copies)
 
 
-def _read_pins(storage: Storage, paths: list[str]) -> tuple[set[str], list[str]]:
+def read_pins(storage: Storage, paths: list[str]) -> tuple[set[str], list[str]]:
     """The keys the pin files ``paths`` name, and the path of each that names none (not
     text, or no key): such a pin may have protected any output."""
     keys, damaged = set(), []

@@ -206,7 +206,9 @@ def test_an_unreadable_invocation_record_keeps_everything(tmp_path: Path):
     assert str(latest) in refused.stderr and "delete or repair it" in refused.stderr
     assert _files(prefix) == before
     du = json.loads(_marin("du", "--prefix", str(prefix), "--json").stdout)
-    assert du["gc_frees"] == 0
+    assert du["gc_frees"] == 0 and du["unreadable"] == [str(latest)]
+    table = _marin("du", "--prefix", str(prefix)).stdout
+    assert f"the record {latest} is unreadable, so gc cannot tell what it names" in table
 
 
 def test_a_pin_file_that_names_no_key_keeps_everything(tmp_path: Path):

@@ -97,9 +97,13 @@ def _notes(scan: Scan) -> list[str]:
     """One line for each part of the prefix gc leaves alone, and why."""
     notes = [f"left alone {n}: a prefix of its own (it holds .marin/); run marin gc "
              f"--prefix {n} for it" for n in scan.nested]
-    notes += [f"kept every step output: the record {r} is unreadable, so gc "
-              "cannot tell what it names; delete or repair it" for r in scan.unreadable]
+    notes += [_unreadable_note(r) for r in scan.unreadable]
     return notes
+
+
+def _unreadable_note(record: str) -> str:
+    return (f"kept every step output: the record {record} is unreadable, so gc cannot tell "
+            "what it names; delete or repair it")
 
 
 def _run_gc(prefix: str, keep: list[str], older_than: str | None, yes: bool, as_json: bool,
@@ -168,7 +172,8 @@ def _run_du(prefix: str, as_json: bool) -> int:
         print_json({"prefix": prefix, "steps": [r.to_json() for r in usage.rows],
                     "experiments": usage.by_experiment, "step_names": usage.by_step,
                     "bytes": usage.bytes, "gc_frees": usage.gc_frees,
-                    "nested_prefixes": list(usage.nested)})
+                    "nested_prefixes": list(usage.nested),
+                    "unreadable": list(usage.unreadable)})
         return 0
     from rich.table import Table
 
@@ -186,6 +191,8 @@ def _run_du(prefix: str, as_json: bool) -> int:
     for nested in usage.nested:
         console.print(f"left out {nested}: a prefix of its own (it holds .marin/); run marin "
                       f"du --prefix {nested} for it", highlight=False)
+    for record in usage.unreadable:
+        console.print(_unreadable_note(record), highlight=False)
     console.print(f"{len(usage.rows)} step output(s), {_size(usage.bytes)}"
                   f"; marin gc --older-than 0 would free {_size(usage.gc_frees)} (by default gc "
                   "leaves what is under 24 hours old)", highlight=False)

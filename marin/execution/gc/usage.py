@@ -55,6 +55,9 @@ class Usage:
     unreachable: list[Candidate]
     nested: tuple[str, ...] = ()
     """Prefixes of their own inside this one (``reach.nested_prefixes``): left out."""
+    unreadable: tuple[str, ...] = ()
+    """Invocation records and pins that cannot be read: while any is there gc frees
+    nothing (``Scan.unreadable``)."""
 
     @property
     def bytes(self) -> int:
@@ -96,4 +99,4 @@ def prefix_usage(prefix: str, scan: Scan | None = None) -> Usage:
                      frees[o.key], o.status.status.stored if o.status is not None else None)
             for o in scan.outputs.values()]
     rows.sort(key=lambda r: (-r.modified, r.key))
-    return Usage(prefix, rows, unreachable, tuple(scan.nested))
+    return Usage(prefix, rows, unreachable, tuple(scan.nested), tuple(scan.unreadable))

@@ -252,3 +252,24 @@ def test_an_invocation_is_complete_when_it_ended_with_every_step_done(steps, end
         InvocationStep(f"s{n}-0", outcome=outcome, status_at_plan=at)
         for n, (outcome, at) in enumerate(steps)))
     assert record.complete is complete
+
+
+def test_an_invocation_that_says_it_started_in_the_future_is_not_the_latest(tmp_path: Path):
+    """A record dated ahead (a host's wrong clock) would always be the experiment's latest
+    and leave its real latest unprotected: it is kept, not counted, and gc says so."""
+    prefix = tmp_path / "prefix"
+    old, new = _version(prefix, 1), _version(prefix, 2)
+    records = sorted((prefix / ".marin" / "invocations").glob("*.json"))
+    first = json.loads(records[0].read_text())
+    assert old.name in json.dumps(first["steps"])
+    first["started"] = time.time() + 10 * 365 * 86400
+    records[0].write_text(json.dumps(first))
+    assert run_gc(str(prefix), Retention(), 0, yes=True).found == []
+    assert _kept_v(old) and _kept_v(new)
+    dry = subprocess.run([sys.executable, "-m", "marin.cli", "gc", "--prefix", str(prefix),
+                          "--older-than", "0"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert dry.returncode == 0, dry.stderr
+    [note] = [line for line in dry.stdout.splitlines() if "in the future" in line]
+    assert note.startswith(f"invocation {first['id']} (") and \
+        "not counted as its experiment's latest" in note

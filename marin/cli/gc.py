@@ -98,6 +98,12 @@ def _notes(scan: Scan) -> list[str]:
     notes = [f"left alone {n}: a prefix of its own (it holds .marin/); run marin gc "
              f"--prefix {n} for it" for n in scan.nested]
     notes += [_unreadable_note(r) for r in scan.unreadable]
+    from marin.execution.gc.retention import from_the_future
+
+    notes += [f"invocation {i.id} ({i.experiment}) says it started "
+              f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(i.started))}, in the future: "
+              "kept, and not counted as its experiment's latest (check the clock of "
+              f"{i.record.host or 'its host'})" for i in from_the_future(scan.invocations)]
     return notes
 
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from marin.execution.gc.scan import Invocation, Output, Scan
 
-__all__ = ["Retention", "experiment_of", "retained", "retained_keys", "unknown_keeps",
-           "why_unreachable"]
+__all__ = ["SKEW_SECONDS", "Retention", "experiment_of", "from_the_future", "retained",
+           "retained_keys", "unknown_keeps", "why_unreachable"]
 
 
 @dataclass(frozen=True)
@@ -81,14 +82,33 @@ def unknown_keeps(invocations: Iterable[Invocation], keep: Iterable[str]) -> lis
     return [k for k in keep if not _spellings(k) & known]
 
 
-def retained(invocations: Iterable[Invocation], rule: Retention
+#: how far in the future an invocation's start may lie (clock skew between hosts)
+SKEW_SECONDS = 300.0
+
+
+def from_the_future(invocations: Iterable[Invocation], now: float | None = None
+                    ) -> list[Invocation]:
+    """The invocations whose record says they started later than ``now`` (and the skew
+    allowed between hosts): a wrong clock, or a record written by hand."""
+    now = time.time() if now is None else now
+    return [i for i in invocations if i.started > now + SKEW_SECONDS]
+
+
+def retained(invocations: Iterable[Invocation], rule: Retention, now: float | None = None
              ) -> dict[str, tuple[Invocation, str]]:
-    """The invocations ``rule`` keeps, by id, each with why."""
+    """The invocations ``rule`` keeps, by id, each with why. One that started in the future
+    (``from_the_future``) is kept and not counted among the latest, which it would
+    otherwise always be, leaving the experiment's real latest invocation unprotected."""
+    invocations = list(invocations)
+    future = {i.id for i in from_the_future(invocations, now)}
     groups: dict[tuple[str, str, frozenset[str]], list[Invocation]] = {}
     everything = sorted(invocations, key=lambda i: (i.started, i.id), reverse=True)
     for inv in everything:  # the newest first
-        groups.setdefault(experiment_of(inv), []).append(inv)
-    kept: dict[str, tuple[Invocation, str]] = {}
+        if inv.id not in future:
+            groups.setdefault(experiment_of(inv), []).append(inv)
+    kept: dict[str, tuple[Invocation, str]] = {
+        inv.id: (inv, "its record says it started in the future: kept, not counted as the "
+                      "latest") for inv in everything if inv.id in future}
     for group in groups.values():
         if rule.keep and not any(_named(i, rule.keep) for i in group):
             continue
@@ -121,7 +141,9 @@ def why_unreachable(scan: Scan, out: Output, rule: Retention) -> str:
     if rule.keep:
         return (f"referenced last by invocation {last.id} ({last.experiment}), which --keep "
                 "does not keep")
-    mine = [i for i in scan.invocations if experiment_of(i) == experiment_of(last)]
+    future = {i.id for i in from_the_future(scan.invocations)}
+    mine = [i for i in scan.invocations if experiment_of(i) == experiment_of(last)
+            and i.id not in future] or [last]
     latest = max(mine, key=lambda i: (i.started, i.id))
     complete = "" if last.record.complete else ", which did not complete"
     newest = (f"latest invocation {latest.id}" if rule.keep_last == 1 else

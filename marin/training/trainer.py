@@ -183,6 +183,7 @@ class _Run:
         latest = self.checkpoints.latest_step()
         branch = self.config.init_from
         if latest is None and branch is None:
+            self.metrics.truncate(-1)  # rows an attempt that saved no checkpoint left
             self.metrics.add({"step": 0, names.PARAMETER_COUNT: self.config.model.num_params()})
             return state, 0
         # On disk: (model, opt_state) and, in the metadata, the data position.

@@ -197,5 +197,5 @@ def test_packs_hold_what_fits_on_one_device_and_a_larger_one_is_refused(tmp_path
     assert "\n" not in message and "K=3" in message and "pack at most 2" in message
     assert f"{memory.per_device_bytes / 1e9:.3g} GB each" in message
     assert not any((tmp_path / f"m{s}").exists() for s in range(3))
-    with pytest.raises(ValueError, match="--pack must be a whole number"):
+    with pytest.raises(ValueError, match="`pack` must be a whole number"):
         Executor(str(tmp_path / "prefix"), pack=0)

@@ -308,8 +308,8 @@ class _Invocation:
         while ready:
             node = ready.pop()
             if node not in self._settled and node not in self._submitted:
-                pack = self.packer.take(node, [n for n in reversed(ready) if n not in
-                                               self._settled and n not in self._submitted])
+                pack = self.packer.take(node, (n for n in reversed(ready) if n not in
+                                               self._settled and n not in self._submitted))
                 self._submit([self.plan.entry_of(n) for n in pack])
                 for member in pack:
                     ready.extend(reversed(self._released(member, started=True)))

@@ -22,7 +22,7 @@ rerun skips it either way. Each member keeps its own worker protocol
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -73,9 +73,9 @@ def pack_spec(fn: Callable[..., Any]) -> PackSpec | None:
 
 
 def check_pack_limit(limit: object) -> int:
-    """``limit`` as a pack size; a ValueError naming ``--pack`` when it is not one."""
+    """``limit`` as a pack size; a ValueError naming the option when it is not one."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"--pack must be a whole number of at least 1 (1: no packing), "
+        raise ValueError(f"`pack` must be a whole number of at least 1 (1: no packing), "
                          f"got {limit!r}")
     return limit
 
@@ -106,9 +106,10 @@ class Packer:
                     self._capacity[node] = max(1, capacity)
         return self._keys[node]
 
-    def take(self, node: StepNode, candidates: Sequence[StepNode]) -> list[StepNode]:
+    def take(self, node: StepNode, candidates: Iterable[StepNode]) -> list[StepNode]:
         """``node`` and the first of ``candidates`` of its key: at most ``limit`` in all,
-        and at most as many as fit on one device."""
+        and at most as many as fit on one device (``candidates`` is not read when
+        ``limit`` is 1)."""
         if self.limit == 1:
             return [node]
         key = self.key(node)

@@ -154,10 +154,11 @@ def test_a_killed_pack_resumes_each_member_from_its_own_checkpoint(cache: Path,
     for ref in _refs(b):  # b stands at step 0, a at its newest checkpoint: two packs
         ref.unlink()
     assert _refs(a) and not _refs(b)
-    second = _executor(prefix, cache, *run_only)
-    out, _ = second.communicate(timeout=300)
-    assert second.returncode == 0, out
-    assert "resumed from step 2" in out  # a, from its checkpoint; b from the start
+    resumed = Executor(str(prefix), max_concurrent=1, pack=2).run(pack_steps(cache)[:2])
+    notes = {s.name: s.note for s in resumed.steps}
+    assert _states(resumed) == {"train/a": StepState.SUCCEEDED, "train/b": StepState.SUCCEEDED}
+    assert "resumed from checkpoints/step_0000000" in notes["train/a"]
+    assert "checkpoints/" not in notes["train/b"]  # from the start: the files of its attempt
     for name, output in (("train/a", a), ("train/b", b)):
         rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows if "train/loss" in r] == list(range(1, STEPS + 1))

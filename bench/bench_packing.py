@@ -1,6 +1,7 @@
 """Packed runs against the same runs one after another: training throughput on the same cores.
 
     python bench/bench_packing.py [--hidden 32 --batch 8 --seq 64 --steps 40 --packs 1,2,4,8]
+    python bench/bench_packing.py --executor 4    # the same K runs as executor steps
 
 For each K, K runs of the tiny model (seeds 0..K-1, learning rates apart) train on a real
 token cache (``tests/helpers/training.py``), first one after another with ``train_lm``, then
@@ -13,6 +14,11 @@ compilation cache, fresh for the bench, and each runs once untimed first, so the
 find their programs cached, as every run of a study but the first of its shape does: what
 is left of compilation is tracing, lowering and loading, once per run apart and once per
 pack. Goal: packing K > 1 raises both.
+
+With ``--executor K`` it times the main job instead: K training steps (``ExecutorStep`` of
+``train_lm``) run by one ``Executor`` with packing off (``pack=1``, one step after another)
+and on (``pack=K``), each on a fresh prefix after an untimed run of each side, and prints
+the wall clock of each invocation (planning, leases, commits included) and their ratio.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from marin.execution import Executor, ExecutorStep, StepState, this_output_path
 from marin.training import metric_names as names
 from marin.training import train_lm
 from marin.training.packing import pack_train
@@ -70,6 +77,28 @@ def _measure(configs: list, packed: bool) -> tuple[float, float]:
     return time.perf_counter() - start, step
 
 
+def _invocation(configs: list, prefix: Path, pack: int) -> float:
+    """Wall seconds of one executor invocation over ``configs`` as steps."""
+    steps = [ExecutorStep(f"train/run-{i}", train_lm,
+                          dataclasses.replace(c, output_path=this_output_path()))
+             for i, c in enumerate(configs)]
+    start = time.perf_counter()
+    result = Executor(str(prefix), max_concurrent=1, pack=pack).run(steps)
+    seconds = time.perf_counter() - start
+    assert {s.state for s in result.steps} == {StepState.SUCCEEDED}, result.summary()
+    return seconds
+
+
+def _executor_figures(cache: Path, root: Path, k: int, args: argparse.Namespace) -> None:
+    configs = _configs(cache, root / "unused", k, args)
+    for pack in (1, k):  # untimed: each side's programs into the compilation cache
+        _invocation(configs, root / f"warm-executor-{pack}", pack)
+    off = _invocation(configs, root / "executor-off", 1)
+    on = _invocation(configs, root / "executor-on", k)
+    print(f"executor, {k} training steps: packing off {off:.1f} s, on (--pack {k}) "
+          f"{on:.1f} s, ratio off/on {off / on:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--hidden", type=int, default=32)
@@ -77,6 +106,8 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--packs", default="1,2,4,8")
+    parser.add_argument("--executor", type=int, default=0,
+                        help="K: time K training steps under the executor, unpacked and packed")
     args = parser.parse_args()
     import jax
 
@@ -88,6 +119,10 @@ def main() -> None:
         print(f"hidden {args.hidden}, batch {args.batch} x {args.seq}, {args.steps} steps a "
               f"run, {jax.device_count()} {jax.devices()[0].platform} device(s), load average "
               f"{os.getloadavg()[0]:.1f}")
+        if args.executor:
+            _executor_figures(cache, root, args.executor, args)
+            print(f"load average at the end {os.getloadavg()[0]:.1f}")
+            return
         print(f"{'K':>3} {'separate tok/s':>15} {'packed tok/s':>13} {'ratio':>6} "
               f"{'steps/s sep':>12} {'steps/s pack':>13} {'ratio':>6} {'steady ratio':>13}")
         for k in (int(x) for x in args.packs.split(",")):

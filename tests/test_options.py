@@ -23,7 +23,7 @@ GIVEN = {
     "run_only": (["a.*"], ["a.*"]), "force_run_failed": (["false"], False),
     "force_run": (["b.*"], ["b.*"]), "max_concurrent": (["3"], 3),
     "backend": (["ray"], "ray"), "json": (["yes"], True), "lease_ttl": (["7.5"], 7.5),
-    "show_skipped": (["false"], False), "all": (["1"], True),
+    "show_skipped": (["false"], False), "all": (["1"], True), "pack": (["4"], 4),
 }
 
 

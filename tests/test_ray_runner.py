@@ -19,13 +19,15 @@ from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
 
+#: The Ray workers' import path: this tree and its Ray plugin's source, whatever is installed.
+WORKER_PATH = os.pathsep.join([str(ROOT), str(ROOT / "plugins" / "marin-ray")])
 
 
 @pytest.fixture(scope="module")
 def ray_cluster():
     os.environ["RAY_AUTH_MODE"] = "disabled"
     ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+             runtime_env={"env_vars": {"PYTHONPATH": WORKER_PATH}})
     yield
     ray.shutdown()
 
@@ -34,10 +36,11 @@ def _ledger_counts(path: Path) -> Counter:
     return Counter(line.split()[0] for line in path.read_text().splitlines())
 
 
-def _ray_executor(prefix: Path, ledger_file: Path, **extra_env: str) -> Executor:
-    env = {"MARIN_TEST_LEDGER": str(ledger_file), "PYTHONPATH": str(ROOT), **extra_env}
+def _ray_executor(prefix: Path, ledger_file: Path, pack: int = 1, **extra_env: str
+                  ) -> Executor:
+    env = {"MARIN_TEST_LEDGER": str(ledger_file), "PYTHONPATH": WORKER_PATH, **extra_env}
     return Executor(str(prefix), max_concurrent=2, backend="ray", lease_ttl=10,
-                    runner_options={"runtime_env": {"env_vars": env}})
+                    runner_options={"runtime_env": {"env_vars": env}}, pack=pack)
 
 
 def test_fan_out_and_a_failing_step_on_ray(ray_cluster, tmp_path: Path):
@@ -62,6 +65,24 @@ def test_fan_out_and_a_failing_step_on_ray(ray_cluster, tmp_path: Path):
     record = StatusRecord.decode(Path(status_path(bad_out)).read_bytes())
     assert "RuntimeError: step bad exploded on purpose" in record.error
     assert "explode" in record.traceback
+
+
+def test_a_pack_runs_as_one_ray_task_and_each_member_keeps_its_step(ray_cluster,
+                                                                    tmp_path: Path):
+    ledger_file = tmp_path / "ledger"
+    members = [ExecutorStep(f"ledger/packed-{n}", ledger.record_packed, ledger.LedgerConfig(
+        label=n, output_path=this_output_path(),
+        inputs=(output_path_of(ledger.root, "out.txt"),))) for n in ("left", "right")]
+    result = _ray_executor(tmp_path / "prefix", ledger_file, pack=2).run(members)
+    assert {s.name: s.state for s in result.steps} == {
+        "ledger/root": "succeeded", "ledger/packed-left": "succeeded",
+        "ledger/packed-right": "succeeded"}
+    rows = {line.split()[0]: line.split()[1:] for line in ledger_file.read_text().splitlines()}
+    assert rows["left"][1] == rows["right"][1] == "left,right"  # trained together
+    assert rows["left"][0] == rows["right"][0] != str(os.getpid())  # in one Ray task
+    for step in result.steps:
+        assert StatusRecord.decode(Path(status_path(step.output_path)).read_bytes()).status \
+            == "succeeded"
 
 
 def test_step_resources_become_ray_task_options():

@@ -1,6 +1,7 @@
 """The executor: plan a step graph against a prefix, then run what is not done.
 
     executor = Executor(prefix="gs://my-bucket/experiments", max_concurrent=4)
+    executor = Executor(prefix, pack=4)      # ready steps of one pack key run together
     plan = executor.plan(steps)              # no side effects
     result = executor.run(steps)             # InvocationResult; result.ok: nothing failed
 """
@@ -32,6 +33,7 @@ from marin.execution.invocation_record import ExperimentId
 from marin.execution.invocations import record_invocation
 from marin.execution.observers import observed
 from marin.execution.outcome import StepOutcome
+from marin.execution.packs import Packer, check_pack_limit
 from marin.execution.planning import Plan, PlanEntry, PlanOptions, make_plan
 from marin.execution.prefix_guard import planning_guard
 from marin.execution.progress import Progress, SilentProgress
@@ -64,7 +66,6 @@ __all__ = [
 logger = logging.getLogger("marin.executor")
 
 DEFAULT_LEASE_TTL = 60.0
-
 
 
 @dataclass
@@ -178,7 +179,8 @@ class Executor:
 
     def __init__(self, prefix: str, max_concurrent: int | None = None, backend: str = "local",
                  lease_ttl: float = DEFAULT_LEASE_TTL, poll_interval: float | None = None,
-                 runner: Runner | None = None, runner_options: dict[str, Any] | None = None):
+                 runner: Runner | None = None, runner_options: dict[str, Any] | None = None,
+                 pack: int = 1):
         if not prefix:
             raise ValueError("Executor needs a prefix (a local folder or a storage URL)")
         check_positive("`max_concurrent`", max_concurrent, integer=True)
@@ -192,6 +194,7 @@ class Executor:
                                                                                  lease_ttl / 4)
         self._runner = runner
         self.runner_options = dict(runner_options or {})
+        self.pack = check_pack_limit(pack)  # steps packed at most (marin.execution.packs)
         self.storage = get_storage(self.prefix)
 
     def prefix_warnings(self) -> list[str]:
@@ -267,6 +270,7 @@ class _Invocation:
         self.in_flight: dict[Future[StepOutcome], PlanEntry] = {}
         self._settled: set[StepNode] = set()
         self._submitted: set[StepNode] = set()
+        self.packer = Packer(plan.graph, executor.pack)
 
     def execute(self) -> InvocationResult:
         todo = [e for e in self.plan.entries if e.action != "skip"]
@@ -298,13 +302,17 @@ class _Invocation:
             self._block_dependents(entry, started=False)
 
     def _submit_ready(self, ready: list[StepNode]) -> None:
-        """Submit ``ready``, each followed by the steps that waited only for it to start."""
+        """Submit ``ready``, each (with the ready steps it packs with) followed by the steps
+        that waited only for it to start."""
         ready.reverse()
         while ready:
             node = ready.pop()
             if node not in self._settled and node not in self._submitted:
-                self._submit(self.plan.entry_of(node))
-                ready.extend(reversed(self._released(node, started=True)))
+                pack = self.packer.take(node, (n for n in reversed(ready) if n not in
+                                               self._settled and n not in self._submitted))
+                self._submit([self.plan.entry_of(n) for n in pack])
+                for member in pack:
+                    ready.extend(reversed(self._released(member, started=True)))
 
     def _released(self, node: StepNode, started: bool) -> list[StepNode]:
         """The dependents that wait for nothing more, now that ``node`` has started (for
@@ -316,7 +324,15 @@ class _Invocation:
             waiting[child] -= 1
         return [c for c in children if waiting[c] == 0]
 
-    def _submit(self, entry: PlanEntry) -> None:
+    def _submit(self, entries: list[PlanEntry]) -> None:
+        """Submit one step, or a pack of them where the runner runs packs."""
+        jobs, resources = [self._job(e) for e in entries], entries[0].node.step.resources
+        submit_pack = getattr(self.runner, "submit_pack", None)
+        futures = submit_pack(jobs, resources) if len(jobs) > 1 and submit_pack else \
+            [self.runner.submit(job, resources) for job in jobs]
+        self.in_flight.update(zip(futures, entries, strict=True))
+
+    def _job(self, entry: PlanEntry) -> StepJob:
         node = entry.node
         graph = self.plan.graph
         fingerprint = code_fingerprint(node.step.fn)
@@ -331,7 +347,7 @@ class _Invocation:
         )
         self.progress.step_started(entry)
         self._submitted.add(node)
-        self.in_flight[self.runner.submit(job, node.step.resources)] = entry
+        return job
 
     def _finish(self, entry: PlanEntry, future: Future[StepOutcome]) -> None:
         try:

@@ -4,6 +4,7 @@
     [o.summary for o in outcomes]                      # a RunSummary each, or None
     [o.error for o in outcomes]                        # None, or why that member stopped
     pack_shape(config)                                 # what members must share
+                                                       # (marin.training.pack_steps)
 
 Runs whose ``PackShape`` is equal (model, batch size, sequence length, step count, compute
 dtype, gradient accumulation and the optimizer's program-shaping choices) train in one
@@ -20,7 +21,9 @@ A member whose loss stops being finite fails alone: its outcome holds the
 writes no summary; it keeps its slot in the program (its lanes compute on, unread) and the
 others go on. A pack resumes from its members' latest checkpoint when they all stand at the
 same step. Memory: K members hold K times a member's parameters, optimizer state and
-activations. Packs run on one device of one host.
+activations; a pack that does not fit on one device of the members' ``hardware`` is refused
+before anything trains (``marin.training.pack_steps``). Packs run on one device of one
+host.
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marin.models.transformer import TransformerConfig
 from marin.processing.tokenize.loader import DataLoader
 from marin.services.log_service.handler import install_from_env
 from marin.training.compilation import use_compilation_cache
@@ -45,37 +47,16 @@ from marin.training.config import (
     TrainingDivergedError,
     TrainingOutOfMemoryError,
     TrainLmConfig,
-    check_batch_layout,
     compilation_cache_folder,
 )
 from marin.training.data import training_data
 from marin.training.optimizer import Optimizer
+from marin.training.pack_steps import PackShape, check_pack_fits, pack_shape
 from marin.training.state import CompileClock, TrainerState, make_traced_step
 from marin.training.summary import RunSummary, write_summary
 from marin.training.trainer import _check_config, _Run, _summary, explain_out_of_memory
 
 __all__ = ["MemberOutcome", "PackShape", "pack_shape", "pack_train"]
-
-
-@dataclass(frozen=True)
-class PackShape:
-    """What the runs of one pack share: whatever shapes the compiled update.
-
-    Attributes:
-        model: the model's shape (its ``TransformerConfig``, sequence length included).
-        batch_size: sequences per optimizer step.
-        train_steps: optimizer steps of every member.
-        compute_dtype: dtype of activations and matmuls.
-        micro_steps: gradient-accumulation slices per step (``check_batch_layout``).
-        optimizer: the optimizer's program-shaping choices (``Optimizer`` without labels).
-    """
-
-    model: TransformerConfig
-    batch_size: int
-    train_steps: int
-    compute_dtype: str
-    micro_steps: int
-    optimizer: Optimizer
 
 
 @dataclass(frozen=True)
@@ -88,21 +69,12 @@ class MemberOutcome:
     error: TrainingDivergedError | None = None
 
 
-def pack_shape(config: TrainLmConfig) -> PackShape:
-    """The shape ``config``'s run shares with the runs it can pack with."""
-    micro_steps = check_batch_layout(config.batch_size, 1, config.microbatch_size)
-    hyper = config.optimizer
-    optimizer = Optimizer.of(hyper, config.train_steps, None)
-    return PackShape(config.model, config.batch_size, config.train_steps,
-                     config.compute_dtype, micro_steps,
-                     dataclasses.replace(optimizer, labels=None))
-
-
 def pack_train(configs: Sequence[TrainLmConfig]) -> list[MemberOutcome]:
     """Train ``configs`` (runs of one ``PackShape``) as one pack; one outcome each, in order.
 
     Raises ``TrainingConfigError`` (nothing trained) when they differ in shape, share an
-    output folder, stand at different checkpointed steps, or there is more than one device.
+    output folder, stand at different checkpointed steps, do not fit on one device
+    together, or there is more than one device.
     """
     configs = list(configs)
     _check_pack(configs)
@@ -147,6 +119,7 @@ def _check_pack(configs: list[TrainLmConfig]) -> None:
     if len(set(paths)) != len(paths):
         raise TrainingConfigError(f"pack members share an output_path ({paths}): give each "
                                   "its own")
+    check_pack_fits(configs)
     if jax.device_count() > 1:
         raise TrainingConfigError(
             f"a pack runs on one device and this process sees {jax.device_count()}: limit "

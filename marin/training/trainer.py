@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from marin.execution import resumable
+from marin.execution.packs import packable
 from marin.models.transformer import TransformerLM
 from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
 from marin.services.log_service.handler import install_from_env
@@ -71,6 +72,7 @@ from marin.training.distributed import ONE_HOST, Hosts, start_distributed
 from marin.training.evaluation import Validation
 from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
 from marin.training.optimizer import Optimizer
+from marin.training.pack_steps import TRAIN_PACK
 from marin.training.state import (
     CompileClock,
     TrainerState,
@@ -102,6 +104,7 @@ def explain_out_of_memory(error: Exception, batch_size: int, devices: int
 
 
 @resumable  # its steps resume by default: a new attempt keeps the published checkpoints
+@packable(TRAIN_PACK)  # with --pack N, ready steps of one PackShape train as one pack
 def train_lm(config: TrainLmConfig) -> RunSummary:
     """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
     install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
@@ -180,6 +183,7 @@ class _Run:
         latest = self.checkpoints.latest_step()
         branch = self.config.init_from
         if latest is None and branch is None:
+            self.metrics.truncate(-1)  # rows an attempt that saved no checkpoint left
             self.metrics.add({"step": 0, names.PARAMETER_COUNT: self.config.model.num_params()})
             return state, 0
         # On disk: (model, opt_state) and, in the metadata, the data position.

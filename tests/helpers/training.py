@@ -4,6 +4,7 @@
     config = tiny_config(root, tmp_path / "run", train_steps=6)
     train_lm(config)
     model, opt_state = initial_state(config)     # the shapes a checkpoint restores into
+    slow_saves_from_environment()                # MARIN_TEST_SAVE_SLEEP: a slow store
 
 The ``cache`` fixture in ``tests/conftest.py`` builds one per test session.
 """
@@ -70,3 +71,25 @@ def initial_state(config: TrainLmConfig):
     params = eqx.filter(model, eqx.is_inexact_array)
     tx, _ = build_optimizer(config.optimizer, config.train_steps, params)
     return model, tx.init(params)
+
+
+def slow_saves_from_environment() -> None:
+    """Make each checkpoint save of this process wait ``$MARIN_TEST_SAVE_SLEEP`` seconds
+    after it starts (default 0): a slow store, so that a test can stop a run between two
+    checkpoints. For experiment files that tests run as executor processes; once per
+    process, and only where the variable is set."""
+    import os
+    import time
+
+    from marin.training.checkpoint import Checkpoints
+
+    save = Checkpoints.save
+    if not os.environ.get("MARIN_TEST_SAVE_SLEEP") or getattr(save, "slowed", False):
+        return
+
+    def slow_save(self, step, state, meta) -> None:
+        save(self, step, state, meta)
+        time.sleep(float(os.environ.get("MARIN_TEST_SAVE_SLEEP", "0")))
+
+    slow_save.slowed = True  # type: ignore[attr-defined]
+    Checkpoints.save = slow_save  # type: ignore[method-assign]

@@ -51,6 +51,7 @@ from marin.execution.graph import StepCollection, StepGraph, StepGraphError
 from marin.execution.hashing import UnhashableConfigError
 from marin.execution.json_report import dumps_report
 from marin.execution.overrides import OverrideError, apply_overrides
+from marin.execution.packs import plan_packs
 from marin.execution.planning import Plan
 from marin.execution.step import ExecutorStep
 from marin.storage import StorageError
@@ -154,7 +155,7 @@ def run_invocation(invocation: Invocation, experiment: str, style: Style
             order = apply_overrides(invocation.order, invocation.overrides, prefix)
             executor = Executor(prefix, options.max_concurrent,
                                 options.backend, lease_ttl=options.lease_ttl,
-                                runner_options=options.runner_options)
+                                runner_options=options.runner_options, pack=options.pack)
             for warning in executor.prefix_warnings():
                 out.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
             graph = StepGraph.from_order(order, executor.prefix)
@@ -162,12 +163,15 @@ def run_invocation(invocation: Invocation, experiment: str, style: Style
                 plan = executor.plan(graph, options.run_only, options.force_run_failed,
                                      force_run=options.force_run)
                 _spell_plan(plan, style)
+                packs = plan_packs(plan, options.pack)
                 if options.json:
-                    print(dumps_report(plan.to_json()))
+                    print(dumps_report({**plan.to_json(), "packs": [
+                        [e.node.key for e in pack] for pack in packs]}))
                 else:
                     if description:
                         out.print(f"[bold]{description}[/]")
-                    print_plan(plan, out, options.show_skipped, show_all=options.all)
+                    print_plan(plan, out, options.show_skipped, show_all=options.all,
+                               packs=packs)
                     _after(invocation, plan)
                 return plan
         refusal = _preflight(invocation)

@@ -79,6 +79,9 @@ class ExecutorMainConfig:
     all: bool = field(default=False, metadata=_doc(
         "with --dry-run: print every step; plans of more than 50 steps otherwise print a "
         "summary"))
+    pack: int = field(default=1, metadata=_doc(
+        "train up to N ready steps of one pack key (one model shape) together in one "
+        "process, capped by what fits on one device; 1 (the default) packs nothing"))
     runner_options: dict[str, str] = field(default_factory=dict, metadata=_doc(
         "KEY=VALUE handed to the runner as it is (repeatable); the runner declares its keys"))
 

@@ -2,6 +2,7 @@
 
     print_plan(plan, Console())              # a table, or a summary for large plans
     print_plan(plan, Console(), show_all=True)   # every step, however many
+    print_plan(plan, Console(), packs=plan_packs(plan, 4))   # and which steps pack together
     print(json.dumps(plan.to_json()))
 
 A plan of more than ``SUMMARY_ABOVE`` steps prints a summary: the counts per action, one
@@ -12,8 +13,9 @@ seconds and shows nothing one can read; the summary costs milliseconds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -38,24 +40,33 @@ SUMMARY_FAMILIES = 30
 #: The family of a step whose name has no ``/``.
 TOP_LEVEL = "(top level)"
 
+#: A packed step's node -> (its pack's number, the names of the other members).
+_Mates = dict[Any, tuple[int, list[str]]]
+
 
 def print_plan(plan: Plan, console: Console, show_skipped: bool = True,
-               show_all: bool = False) -> None:
-    """The whole table for small plans or with ``show_all``; a summary otherwise."""
+               show_all: bool = False, packs: Sequence[Sequence[PlanEntry]] = ()) -> None:
+    """The whole table for small plans or with ``show_all``; a summary otherwise. Each
+    step of one of ``packs`` (``marin.execution.packs.plan_packs``) names its pack."""
+    mates = {e.node: (i, [m.name for m in pack if m is not e])
+             for i, pack in enumerate(packs, 1) for e in pack}
     if show_all or len(plan.entries) <= SUMMARY_ABOVE:
-        _print_table(plan, console, show_skipped)
+        _print_table(plan, console, show_skipped, mates)
     else:
-        print_summary(plan, console)
+        print_summary(plan, console, mates=mates)
+    if packs:
+        console.print(f"packs: {len(packs)}, of {sum(map(len, packs))} steps (--pack)",
+                      highlight=False)
 
 
-def _print_table(plan: Plan, console: Console, show_skipped: bool) -> None:
+def _print_table(plan: Plan, console: Console, show_skipped: bool, mates: _Mates) -> None:
     table = _entry_table(f"dry run: {plan.prefix}")
     shown = 0
     for entry in plan.entries:
         if not show_skipped and entry.action == "skip":
             continue
         shown += 1
-        _add_entry(table, entry)
+        _add_entry(table, entry, mates)
     if shown:
         console.print(table)
     console.print(_totals_line(plan))
@@ -70,8 +81,12 @@ def _entry_table(title: str) -> Table:
     return table
 
 
-def _add_entry(table: Table, entry: PlanEntry) -> None:
+def _add_entry(table: Table, entry: PlanEntry, mates: _Mates) -> None:
     why = Text(entry.reason)
+    if entry.node in mates:
+        number, others = mates[entry.node]
+        why.append(f"\n  pack {number}: trains together with {', '.join(others)}",
+                   style="bold")
     for change in entry.changed_fields[3:]:
         why.append(f"\n  {change}", style="dim")
     for warning in entry.warnings:
@@ -145,7 +160,7 @@ def summarize(plan: Plan, rows: int = SUMMARY_ROWS) -> PlanSummary:
 
 
 def print_summary(plan: Plan, console: Console, rows: int = SUMMARY_ROWS,
-                  max_families: int = SUMMARY_FAMILIES) -> None:
+                  max_families: int = SUMMARY_FAMILIES, mates: _Mates | None = None) -> None:
     summary = summarize(plan, rows)
     console.print(Text.assemble((f"dry run: {plan.prefix}", "bold"),
                                 f": {len(plan.entries)} steps, summarized "
@@ -155,7 +170,7 @@ def print_summary(plan: Plan, console: Console, rows: int = SUMMARY_ROWS,
     if summary.listed:
         table = _entry_table("steps that will run, wait or failed")
         for entry in summary.listed:
-            _add_entry(table, entry)
+            _add_entry(table, entry, mates or {})
         console.print(table)
     if summary.unlisted:
         console.print(f"... and {summary.unlisted} more steps that will run, wait or failed "

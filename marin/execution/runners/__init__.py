@@ -35,12 +35,18 @@ starts N processes that run the step's function together, and runs the worker pr
 once for all of them, in its own process: ``execute_step(as_gang(job, gang), active)``,
 where ``gang.run(fn, config)`` starts the members, each told its place (``GangMember``),
 and raises ``GangError`` (one line naming the host) when one fails.
+
+A runner that can run packs (``marin.execution.packs``, ``--pack N``) also has
+``submit_pack(jobs, resources) -> list[Future[StepOutcome]]``: it runs
+``execute_pack(jobs, active)`` in one place with one member's resources and sets each
+member's future. The executor submits a runner without it one job at a time.
 """
 
 from __future__ import annotations
 
 from marin.execution.gang import GangError, GangMember, as_gang, free_port
 from marin.execution.outcome import StepOutcome
+from marin.execution.pack_worker import execute_pack
 from marin.execution.runners.base import Runner, unimportable_module
 from marin.execution.runners.local import LocalRunner
 from marin.execution.states import StepState
@@ -48,8 +54,8 @@ from marin.execution.step import StepResources
 from marin.execution.worker import ActiveSteps, StepJob, execute_step, release_step
 
 __all__ = ["ActiveSteps", "GangError", "GangMember", "LocalRunner", "Runner", "StepJob",
-           "StepOutcome", "StepResources", "StepState", "as_gang", "execute_step", "free_port",
-           "make_runner", "release_step", "unimportable_module"]
+           "StepOutcome", "StepResources", "StepState", "as_gang", "execute_pack",
+           "execute_step", "free_port", "make_runner", "release_step", "unimportable_module"]
 
 
 def make_runner(backend: str, max_concurrent: int, **options: object) -> Runner:

@@ -4,7 +4,8 @@
 
 A step with ``StepResources(hosts=N)`` runs as N processes of this machine
 (``marin.execution.gang.LocalGang``), supervised by its step's thread, which runs the worker
-protocol for all of them.
+protocol for all of them. A pack (``submit_pack``) takes one thread, which trains its
+members in this process (``marin.execution.pack_worker``).
 
 The threads are daemons: after Ctrl-C, ``cancel_running`` marks in-flight steps CANCELLED
 and releases their leases (``ActiveSteps``), ends the processes of their gangs, and the
@@ -19,6 +20,7 @@ from concurrent.futures import Future
 
 from marin.execution.gang import LocalGang, as_gang
 from marin.execution.outcome import StepOutcome
+from marin.execution.pack_worker import execute_pack
 from marin.execution.step import StepResources
 from marin.execution.worker import ActiveSteps, StepJob, execute_step
 
@@ -31,7 +33,8 @@ class LocalRunner:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
         self.max_concurrent = max_concurrent
-        self._queue: queue.SimpleQueue[tuple[StepJob, Future] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[list[StepJob], list[Future]] | None] = \
+            queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._active = ActiveSteps()
@@ -44,14 +47,25 @@ class LocalRunner:
             with self._lock:
                 self._gangs[job.key] = gang
             job = as_gang(job, gang)
-        self._queue.put((job, future))
+        self._put([job], [future])
+        return future
+
+    def submit_pack(self, jobs: list[StepJob], resources: StepResources
+                    ) -> list[Future[StepOutcome]]:
+        """Start ``jobs`` (steps of one pack key, one host each) as one pack, in one
+        thread; one future per job."""
+        futures: list[Future[StepOutcome]] = [Future() for _ in jobs]
+        self._put(list(jobs), futures)
+        return futures
+
+    def _put(self, jobs: list[StepJob], futures: list[Future]) -> None:
+        self._queue.put((jobs, futures))
         with self._lock:
             if len(self._threads) < self.max_concurrent:
                 thread = threading.Thread(target=self._work, daemon=True,
                                           name=f"marin-step-{len(self._threads)}")
                 self._threads.append(thread)
                 thread.start()
-        return future
 
     def cancel_running(self, reason: str) -> list[str]:
         """Queued jobs never start; running ones are marked CANCELLED, their leases
@@ -66,7 +80,8 @@ class LocalRunner:
             if item is None:
                 stops += 1
             else:
-                item[1].cancel()
+                for future in item[1]:
+                    future.cancel()
         for _ in range(stops):  # a shutdown's stop signals stay
             self._queue.put(None)
         cancelled = self._active.cancel_all(reason)
@@ -85,14 +100,21 @@ class LocalRunner:
             item = self._queue.get()
             if item is None:
                 return
-            job, future = item
+            jobs, futures = item
             try:
-                if not future.set_running_or_notify_cancel():
+                if not all([f.set_running_or_notify_cancel() for f in futures]):
                     continue
                 try:
-                    future.set_result(execute_step(job, self._active))
+                    outcomes = execute_pack(jobs, self._active) if len(jobs) > 1 else \
+                        [execute_step(jobs[0], self._active)]
                 except BaseException as e:  # storage errors etc.: surface through the future
-                    future.set_exception(e)
+                    outcomes = [e] * len(jobs)
+                for future, outcome in zip(futures, outcomes, strict=True):
+                    if isinstance(outcome, BaseException):
+                        future.set_exception(outcome)
+                    else:
+                        future.set_result(outcome)
             finally:
                 with self._lock:
-                    self._gangs.pop(job.key, None)
+                    for job in jobs:
+                        self._gangs.pop(job.key, None)

@@ -17,6 +17,9 @@ bundle per host (``marin_ray.gang.RayGang``), supervised by a thread of this pro
 runs the worker protocol for the gang; a gang with more hosts than the cluster has nodes is
 refused in one line when it is submitted.
 
+A pack (``submit_pack``, ``--pack N``) is one task with one member's resources, which runs
+``execute_pack`` there: each member's worker protocol and one training of them all.
+
 The plugin uses only marin's runner API (``marin.execution.runners``). It owns cancellation:
 ``cancel_running`` cancels the Ray tasks and releases their steps (CANCELLED, no lease).
 """
@@ -39,6 +42,7 @@ from marin.execution.runners import (
     StepOutcome,
     StepResources,
     as_gang,
+    execute_pack,
     execute_step,
     release_step,
     unimportable_module,
@@ -69,6 +73,17 @@ def _run_step(job: StepJob) -> StepOutcome:
             handler.flush()  # the worker process lives on: deliver before reporting back
 
 
+def _run_pack(jobs: list[StepJob]) -> list[StepOutcome | BaseException]:
+    from marin.services.log_service.handler import install_from_env
+
+    handler = install_from_env()
+    try:
+        return execute_pack(jobs)
+    finally:
+        if handler is not None:
+            handler.flush()
+
+
 def with_service_env(runtime_env: dict[str, Any] | None) -> dict[str, Any] | None:
     """``runtime_env`` plus the service settings of this process's environment."""
     env = {k: os.environ[k] for k in SERVICE_ENV if os.environ.get(k)}
@@ -92,13 +107,16 @@ class RayRunner:
         self.max_concurrent = max(1, max_concurrent)
         self._address = address
         self._lock = threading.Lock()
-        self._queue: deque[tuple[StepJob, StepResources, Future[StepOutcome]]] = deque()
-        self._running: dict[Any, tuple[StepJob, Future[StepOutcome]]] = {}
+        # each entry: a step, or a pack's members, with one future each
+        self._queue: deque[tuple[list[StepJob], StepResources, list[Future[StepOutcome]]]] = \
+            deque()
+        self._running: dict[Any, tuple[list[StepJob], list[Future[StepOutcome]]]] = {}
         self._gangs: dict[str, RayGang] = {}  # step key -> its gang, running
         self._active = ActiveSteps()  # the gangs' worker protocol runs in this process
         self._started_ray = False
         self._connect()
         self._remote = ray.remote(_run_step)
+        self._remote_pack = ray.remote(_run_pack)
         self._runtime_env = with_service_env(runtime_env)
 
     def _connect(self) -> None:
@@ -127,25 +145,38 @@ class RayRunner:
             future.set_exception(GangError(refusal))
             return future
         with self._lock:
-            self._queue.append((job, resources, future))
+            self._queue.append(([job], resources, [future]))
         self._dispatch()
         return future
+
+    def submit_pack(self, jobs: list[StepJob], resources: StepResources
+                    ) -> list[Future[StepOutcome]]:
+        """Run ``jobs`` (one pack key, one host each) as one task with ``resources``."""
+        for job in jobs:
+            _pickle_experiment_by_value(job)
+        futures: list[Future[StepOutcome]] = [Future() for _ in jobs]
+        with self._lock:
+            self._queue.append((list(jobs), resources, futures))
+        self._dispatch()
+        return futures
 
     def cancel_running(self, reason: str) -> list[str]:
         with self._lock:
             running = list(self._running.items())
             gangs = list(self._gangs.values())
-            for _, _, future in self._queue:
-                future.cancel()
+            for _, _, futures in self._queue:
+                for future in futures:
+                    future.cancel()
             self._queue.clear()
         for ref, _ in running:
             ray.cancel(ref, force=True)
-        for _, (job, _) in running:  # a killed task cannot release its own lease
+        jobs = [job for _, (members, _) in running for job in members]
+        for job in jobs:  # a killed task cannot release its own lease
             release_step(job.output_path, job.run_id, reason)
         cancelled = self._active.cancel_all(reason)  # the gangs' leases, held here
         for gang in gangs:
             gang.stop(reason)
-        return [job.key for _, (job, _) in running] + cancelled
+        return [job.key for job in jobs] + cancelled
 
     def shutdown(self) -> None:
         if self._started_ray and not self._address:
@@ -155,9 +186,10 @@ class RayRunner:
     def _dispatch(self) -> None:
         with self._lock:
             while self._queue and len(self._running) + len(self._gangs) < self.max_concurrent:
-                job, resources, future = self._queue.popleft()
-                if not future.set_running_or_notify_cancel():
+                jobs, resources, futures = self._queue.popleft()
+                if not all([f.set_running_or_notify_cancel() for f in futures]):
                     continue
+                job, future = jobs[0], futures[0]
                 if resources.hosts > 1:
                     gang = self._gangs[job.key] = RayGang(resources, self._runtime_env)
                     threading.Thread(target=self._run_gang, args=(job, gang, future),
@@ -166,8 +198,9 @@ class RayRunner:
                 options = ray_options(resources)
                 if self._runtime_env:
                     options["runtime_env"] = self._runtime_env
-                ref = self._remote.options(**options).remote(job)
-                self._running[ref] = (job, future)
+                ref = self._remote.options(**options).remote(job) if len(jobs) == 1 else \
+                    self._remote_pack.options(**options).remote(jobs)
+                self._running[ref] = (jobs, futures)
                 ref.future().add_done_callback(lambda f, ref=ref: self._finished(ref, f))
 
     def _run_gang(self, job: StepJob, gang: RayGang, future: Future[StepOutcome]) -> None:
@@ -185,13 +218,17 @@ class RayRunner:
 
     def _finished(self, ref: Any, done: Future) -> None:
         with self._lock:
-            _, future = self._running.pop(ref, (None, None))
-        if future is not None:
-            error = done.exception()
-            if error is not None:
-                future.set_exception(error)
+            _, futures = self._running.pop(ref, (None, []))
+        error = done.exception() if futures else None
+        if error is not None:
+            results = [error] * len(futures)
+        else:  # a step's outcome, or a pack's list of them
+            results = [done.result()] if len(futures) == 1 else done.result() if futures else []
+        for future, result in zip(futures, results, strict=True):
+            if isinstance(result, BaseException):
+                future.set_exception(result)
             else:
-                future.set_result(done.result())
+                future.set_result(result)
         self._dispatch()
 
 

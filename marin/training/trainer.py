@@ -30,7 +30,8 @@ The data is one token cache or a weighted mixture (``marin.training.data``,
 ``marin.processing.tokenize.loader``). The loop is short: each step runs the jitted update
 on the ``TrainerState`` (``marin.training.state``: step, model and optimizer state, donated
 whole), then the hooks
-in order (``marin.training.hooks``): evaluation every ``eval_every`` steps, the metrics log,
+in order (``marin.training.hooks``): evaluation every ``eval_every`` steps (the validation
+sets, then the downstream tasks of ``marin.evaluation``), the metrics log,
 a checkpoint every ``checkpoint_every`` steps; the profiler wraps the steps it captures.
 """
 
@@ -66,7 +67,7 @@ from marin.training.config import (
     check_batch_layout,
     compilation_cache_folder,
 )
-from marin.training.data import training_data, validation_sets
+from marin.training.data import task_suite, training_data, validation_sets
 from marin.training.distributed import ONE_HOST, Hosts, start_distributed
 from marin.training.evaluation import Validation
 from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
@@ -77,7 +78,7 @@ from marin.training.state import (
     make_eval_fn,
     make_traced_update_fn,
 )
-from marin.training.summary import EvalFigures, RunSummary, write_summary
+from marin.training.summary import EvalFigures, RunSummary, task_figures, write_summary
 
 __all__ = ["DataComponent", "RunSummary", "TrainLmConfig", "TrainingConfigError",
            "TrainingDivergedError", "TrainingOutOfMemoryError", "ValidationSet",
@@ -147,6 +148,8 @@ class _Run:
         self.tx = optimizer.transformation(self.hyper)
         self.update = make_traced_update_fn(optimizer, dtype, micro_steps)
         self.sharding = _Sharding(config.batch_size, hosts)
+        # a bad task file fails here, before the trackers start (None: no tasks)
+        self.tasks = task_suite(config, dtype, self.sharding.place_eval)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
                                   config.log_every,
                                   open_trackers(config) if hosts.primary else None,
@@ -169,8 +172,9 @@ class _Run:
         end = config.train_steps
         self.hooks: list[Hook] = [self.metrics.hook,
                                   Every(config.checkpoint_every, self._checkpoint, until=end)]
-        if self.validation is not None:  # evaluation adds to the record the metrics store
-            self.hooks.insert(0, Every(config.eval_every, self.validation.hook, until=end))
+        for scorer in (self.tasks, self.validation):  # evaluation adds to the record stored
+            if scorer is not None:
+                self.hooks.insert(0, Every(config.eval_every, scorer.hook, until=end))
 
     def restore_or_init(self) -> tuple[TrainerState, int]:
         """The state at the latest complete checkpoint (a branch without one of its own:
@@ -225,8 +229,10 @@ class _Run:
     def finish(self, state: TrainerState) -> dict[str, float]:
         """The final evaluation and checkpoint; returns the evaluation's figures."""
         final: dict[str, Any] = {}
-        if self.validation is not None:
-            final = self.validation.evaluate(state.model)
+        for scorer in (self.validation, self.tasks):
+            if scorer is not None:
+                final.update(scorer.evaluate(state.model))
+        if final:
             self.metrics.add({"step": self.config.train_steps, **final})
         self._checkpoint(self.config.train_steps, state, {})
         return final
@@ -376,6 +382,6 @@ def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
         eval_loss=eval_loss, eval_bpb=eval_bpb,
         macro_loss=final.get(names.EVAL_MACRO_LOSS, eval_loss),
         macro_bpb=final.get(names.EVAL_MACRO_BPB, eval_bpb), evals=evals,
-        tokens_by_component=by_component,
+        tokens_by_component=by_component, tasks=task_figures(final),
         parent_run=branch.run if branch is not None else None,
         branch_step=branch.step if branch is not None else None)

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from marin.dashboard.metrics import read_curves
 from marin.evaluation import TaskConfig, TaskError, TaskItem, read_task, task_fingerprint
 from marin.evaluation.scoring import TaskSuite, encode_task, item_scores
 from marin.execution import ExecutorStep, this_output_path
@@ -164,6 +165,8 @@ def test_a_run_records_its_tasks_at_every_evaluation(cache: Path, tmp_path: Path
     assert summary.tasks["exits"].bpb == final["lm_eval/exits/bpb"]
     assert summary.metric("lm_eval/averages/acc_norm") == \
         pytest.approx(final["lm_eval/averages/acc_norm"])
+    curves = read_curves(str(tmp_path / "run" / "metrics.jsonl"))
+    assert curves.series["task_acc"] == ([2, 4], [r["lm_eval/averages/acc"] for r in scored])
     stored = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert stored["lm_eval/plays/acc"] == final["lm_eval/plays/acc"]
 

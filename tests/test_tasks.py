@@ -23,6 +23,7 @@ from marin.execution.overrides import apply_overrides
 from marin.models.transformer import Axes, TransformerLM
 from marin.processing.tokenize.encoders import load_encoder
 from marin.training import TrainingConfigError, read_summary, train_lm
+from marin.training.state import CompileClock
 from tests.helpers.training import tiny_config
 
 ITEMS = [TaskItem("The king spoke to the", (" queen", " duke of York", " sea"), 0),
@@ -103,6 +104,7 @@ def test_scores_match_a_numpy_reference_item_for_item(cache: Path):
     # 5 items of up to 4 choices, 2 items a batch: three batches, the last filled
     suite = TaskSuite.of([("plays", ITEMS)], encoder, config.seq_len, rows=8)
     task = suite.tasks[0]
+    assert task.tokens.shape[-1] < config.seq_len  # scored at the task's length, not 64
     logliks = suite.logliks(model, task)
     scores = item_scores(logliks, task.choice_bytes, task.gold)
     for i, (item, ref) in enumerate(zip(ITEMS, _reference_logliks(model, encoder, ITEMS),
@@ -114,7 +116,9 @@ def test_scores_match_a_numpy_reference_item_for_item(cache: Path):
         gold_bytes = len(item.choices[item.gold].encode("utf-8"))
         assert scores["bpb"][i] == pytest.approx(-ref[item.gold] / math.log(2) / gold_bytes,
                                                  rel=1e-4)
-    figures = suite.evaluate(model)
+    with CompileClock() as clock:  # every batch of the task has the shape compiled above
+        figures = suite.evaluate(model)
+    assert clock.seconds == 0
     assert figures["lm_eval/plays/bpb"] == pytest.approx(float(scores["bpb"].mean()))
     assert figures["lm_eval/averages/acc"] == figures["lm_eval/plays/acc"]
 

@@ -167,6 +167,7 @@ def test_a_run_records_its_tasks_at_every_evaluation(cache: Path, tmp_path: Path
     final = scored[-1]
     assert read_summary(str(tmp_path / "run")) == summary
     assert summary.tasks["exits"].bpb == final["lm_eval/exits/bpb"]
+    assert summary.tasks["plays"].fingerprint == task_fingerprint(tasks[0].path)
     assert summary.metric("lm_eval/averages/acc_norm") == \
         pytest.approx(final["lm_eval/averages/acc_norm"])
     curves = read_curves(str(tmp_path / "run" / "metrics.jsonl"))

@@ -51,18 +51,19 @@ __all__ = ["EncodedTask", "TaskSuite", "at_length", "encode_task", "item_scores"
 class EncodedTask:
     """A task's items as arrays: ``tokens`` and ``mask`` (the choice's tokens) of shape
     ``[items, choices, length]`` (``length``: the longest sequence rounded up to a multiple
-    of 16, at most ``seq_len``), each choice's UTF-8 bytes (0: a padded choice) and the
-    gold indices."""
+    of 16, at most ``seq_len``), each choice's UTF-8 bytes (0: a padded choice), the
+    gold indices, and the task file's fingerprint (``task_fingerprint``) when known."""
 
     name: str
     tokens: np.ndarray
     mask: np.ndarray
     choice_bytes: np.ndarray
     gold: np.ndarray
+    fingerprint: str | None = None
 
 
-def encode_task(name: str, items: Sequence[TaskItem], encoder: Any, seq_len: int
-                ) -> EncodedTask:
+def encode_task(name: str, items: Sequence[TaskItem], encoder: Any, seq_len: int,
+                fingerprint: str | None = None) -> EncodedTask:
     """The arrays of ``items`` under ``encoder`` (``marin.processing.tokenize.encoders``);
     a choice of ``seq_len`` tokens or more fails naming the task and the item."""
     width = max(len(item.choices) for item in items)
@@ -83,7 +84,7 @@ def encode_task(name: str, items: Sequence[TaskItem], encoder: Any, seq_len: int
             mask[i, c, len(sequence) - len(choice):len(sequence)] = True
             choice_bytes[i, c] = len(item.choices[c].encode("utf-8"))
     return EncodedTask(name, tokens, mask, choice_bytes,
-                       np.array([item.gold for item in items], np.int64))
+                       np.array([item.gold for item in items], np.int64), fingerprint)
 
 
 def at_length(model: Any, length: int) -> Any:

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from marin.evaluation.tasks import TaskError, read_task
+from marin.evaluation.tasks import TaskError, read_task, task_fingerprint
 from marin.processing.tokenize.cache import CacheError
 from marin.processing.tokenize.cache_stats import read_cache_stats
 from marin.processing.tokenize.loader import MixtureDataset, TokenCacheDataset
@@ -72,7 +72,7 @@ def task_suite(config: TrainLmConfig, dtype: Any, place: Callable[[Any], Any] | 
     for i, task in enumerate(config.tasks):
         try:
             encoded.append(encode_task(task.name, read_task(task.path), encoder,
-                                       config.model.seq_len))
+                                       config.model.seq_len, task_fingerprint(task.path)))
         except TaskError as e:
             raise TrainingConfigError(f"TrainLmConfig.tasks[{i}] ({task.name!r}): {e}") from None
     suite = TaskSuite(tuple(encoded), make_loglik_fn(dtype), config.batch_size)

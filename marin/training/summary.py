@@ -45,19 +45,24 @@ class EvalFigures:
 @dataclass(frozen=True)
 class TaskFigures:
     """One downstream task's final figures (``marin.evaluation``): the means over its
-    items of acc, acc_norm and the gold choice's bits per byte."""
+    items of acc, acc_norm and the gold choice's bits per byte; and the fingerprint of the
+    task file that was scored (None: not recorded)."""
 
     acc: float
     acc_norm: float
     bpb: float
+    fingerprint: str | None = None
 
 
-def task_figures(record: Mapping[str, Any]) -> dict[str, TaskFigures]:
-    """Each task's figures in a metrics record (``lm_eval/<task>/acc``, ...)."""
+def task_figures(record: Mapping[str, Any], fingerprints: Mapping[str, str | None]
+                 ) -> dict[str, TaskFigures]:
+    """Each task's figures in a metrics record (``lm_eval/<task>/acc``, ...), with its
+    file's fingerprint from ``fingerprints``."""
     labels = [k.split("/")[1] for k in record if k.startswith("lm_eval/") and k.count("/") == 2
               and k.endswith("/acc") and k.split("/")[1] != names.TASK_AVERAGES]
     return {label: TaskFigures(*(float(record[names.task_name(label, q)])
-                                 for q in names.TASK_QUANTITIES)) for label in labels}
+                                 for q in names.TASK_QUANTITIES), fingerprints.get(label))
+            for label in labels}
 
 
 @dataclass(frozen=True)
@@ -143,8 +148,8 @@ class RunSummary:
             "macro_loss": self.macro_loss, "macro_bpb": self.macro_bpb, "evals": evals,
             "tokens_by_component": dict(self.tokens_by_component)}
         if self.tasks:
-            data["tasks"] = {k: {q: getattr(v, q) for q in names.TASK_QUANTITIES}
-                             for k, v in self.tasks.items()}
+            data["tasks"] = {k: {**{q: getattr(v, q) for q in names.TASK_QUANTITIES},
+                                 "fingerprint": v.fingerprint} for k, v in self.tasks.items()}
         if self.parent_run is not None:
             data.update(parent_run=self.parent_run, branch_step=self.branch_step)
         return {**data, **self._levanter_names()}
@@ -196,7 +201,8 @@ class RunSummary:
             evals=evals,
             tokens_by_component={str(k): int(v) for k, v in
                                  (data.get("tokens_by_component") or {}).items()},
-            tasks={str(k): TaskFigures(*(float(v[q]) for q in names.TASK_QUANTITIES))
+            tasks={str(k): TaskFigures(*(float(v[q]) for q in names.TASK_QUANTITIES),
+                                       v.get("fingerprint"))
                    for k, v in (data.get("tasks") or {}).items()},
             parent_run=None if data.get("parent_run") is None else str(data["parent_run"]),
             branch_step=None if data.get("branch_step") is None else int(data["branch_step"]))

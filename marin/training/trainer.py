@@ -116,7 +116,8 @@ def train_lm(config: TrainLmConfig) -> RunSummary:
         state, start = run.restore_or_init()
         state, last_loss = run.train(state, data, start)
         final = run.finish(state)
-        summary = _summary(config, last_loss, final, run.metrics, data, run.validation)
+        summary = _summary(config, last_loss, final, run.metrics, data, run.validation,
+                           run.tasks)
     finally:
         run.checkpoints.close()  # the last save is committed before the step counts as done
         run.metrics.trackers.close(summary.to_json() if summary is not None else {})
@@ -362,7 +363,7 @@ def _peak_flops(hardware: str) -> float:
 
 def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
              metrics: MetricsLog, data: TokenCacheDataset | MixtureDataset,
-             validation: Validation | None) -> RunSummary:
+             validation: Validation | None, tasks: Any = None) -> RunSummary:
     tokens = config.train_steps * config.batch_size * config.model.seq_len
     branch = config.init_from  # a branch's FLOPs are its own steps' (k..train_steps)
     own = (config.train_steps - branch.step) * config.batch_size * config.model.seq_len \
@@ -372,6 +373,7 @@ def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
     named = [s.name for s in validation.sets if s.name is not None] if validation else []
     evals = {n: EvalFigures(final[names.eval_name(n, "loss")], final[names.eval_name(n, "bpb")])
              for n in named}
+    fingerprints = {t.name: t.fingerprint for t in tasks.tasks} if tasks is not None else {}
     by_component = data.tokens_by_component(config.train_steps * config.batch_size,
                                             config.seed) if config.mixture else {}
     return RunSummary(
@@ -382,6 +384,6 @@ def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
         eval_loss=eval_loss, eval_bpb=eval_bpb,
         macro_loss=final.get(names.EVAL_MACRO_LOSS, eval_loss),
         macro_bpb=final.get(names.EVAL_MACRO_BPB, eval_bpb), evals=evals,
-        tokens_by_component=by_component, tasks=task_figures(final),
+        tokens_by_component=by_component, tasks=task_figures(final, fingerprints),
         parent_run=branch.run if branch is not None else None,
         branch_step=branch.step if branch is not None else None)

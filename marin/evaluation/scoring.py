@@ -40,11 +40,11 @@ import numpy as np
 from marin.evaluation.tasks import AVERAGES, QUANTITIES, TaskError, TaskItem, metric_name
 from marin.models.transformer import Axes
 
-#: a task's sequences are padded to a multiple of this many tokens (at most ``seq_len``)
-_LENGTH_STEP = 16
-
 __all__ = ["EncodedTask", "TaskSuite", "at_length", "encode_task", "item_scores",
            "make_loglik_fn"]
+
+#: a task's sequences are padded to a multiple of this many tokens (at most ``seq_len``)
+_LENGTH_STEP = 16
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,8 @@ def item_scores(logliks: np.ndarray, choice_bytes: np.ndarray, gold: np.ndarray
 @dataclass(frozen=True)
 class TaskSuite:
     """A run's tasks, scored ``items_per_batch = max(1, rows // choices)`` items at a time
-    by ``loglik_fn``; ``place`` puts a batch on the devices."""
+    by ``loglik_fn``; ``place`` puts a task's batches on the devices (once: they are kept
+    for the later evaluations)."""
 
     tasks: tuple[EncodedTask, ...]
     loglik_fn: Callable[[Any, jax.Array, jax.Array], jax.Array]

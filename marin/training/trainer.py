@@ -10,7 +10,9 @@ Outputs under the step's path: ``metrics.jsonl`` (per step, in Levanter's names,
 ``throughput/tokens_per_second``, ``throughput/mfu`` against the hardware preset's peak,
 step time, total tokens and GFLOPs, wall-clock time, gradient norm; ``eval/loss`` and
 ``eval/bpb`` at intervals, and with named validation sets ``eval/<set>/loss``,
-``eval/<set>/bpb`` and their macro averages, see ``marin.training.evaluation``),
+``eval/<set>/bpb`` and their macro averages, see ``marin.training.evaluation``; with
+``tasks``, ``lm_eval/<task>/acc``, ``acc_norm``, ``bpb`` and ``lm_eval/averages/*``, see
+``marin.evaluation``),
 ``summary.json`` (a ``RunSummary``: params, tokens, FLOPs, final train and eval figures,
 tokens per mixture component: what the scaling fits read), ``checkpoints/`` (asynchronous,
 sharded: see ``marin.training.checkpoint``), whatever the run's ``trackers`` write

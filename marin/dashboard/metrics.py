@@ -3,6 +3,7 @@ points per curve.
 
     curves = read_curves("/p/train/tiny-1a2b3c4d/metrics.jsonl")
     curves.series["loss"]     # ([steps], [values]), at most MAX_POINTS of them
+    curves.series["task_acc"] # lm_eval/averages/acc: a run's downstream tasks, if any
     curves.note               # None, or how much of a large file was read and shown
 
 A file larger than ``BUDGET`` is read as evenly spaced windows plus its last ``BUDGET / 2``
@@ -24,14 +25,18 @@ __all__ = ["BUDGET", "MAX_POINTS", "METRICS", "Curves", "read_curves"]
 
 METRICS = (("loss", "training loss"), ("eval_loss", "eval loss"),
            ("eval_bpb", "eval bits per byte"), ("learning_rate", "learning rate"),
-           ("tokens_per_s", "tokens / s"), ("mfu", "MFU"))
+           ("tokens_per_s", "tokens / s"), ("mfu", "MFU"),
+           ("task_acc", "task accuracy (mean over tasks)"),
+           ("task_bpb", "task bits per byte (mean over tasks)"))
 BUDGET = 8 << 20
 MAX_POINTS = 2000
 _NAMES = tuple(name for name, _ in METRICS)
 #: each curve's metric in the file (older files' names are read through ``canonical``)
 _SOURCES = {"loss": names.TRAIN_LOSS, "eval_loss": names.EVAL_LOSS, "eval_bpb": names.EVAL_BPB,
             "learning_rate": names.LEARNING_RATE, "tokens_per_s": names.TOKENS_PER_SECOND,
-            "mfu": names.MFU}
+            "mfu": names.MFU,
+            "task_acc": names.task_name(names.TASK_AVERAGES, "acc"),
+            "task_bpb": names.task_name(names.TASK_AVERAGES, "bpb")}
 
 
 @dataclass

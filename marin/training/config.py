@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from marin._cache_dir import cache_dir
+from marin.evaluation.tasks import AVERAGES, TaskConfig
 from marin.execution import added_field, this_output_path, unversioned_field
 from marin.models.config import TransformerConfig
 from marin.trackers.config import TrackerConfig, TrackerConfigError
 from marin.training.branching import BranchError, BranchPoint, check_branch
 from marin.training.hyperparameters import DECAY_SHAPES, OptimizerHyperparameters
 
-__all__ = ["DEFAULT_COMPILATION_CACHE", "BranchPoint", "DataComponent", "TrainLmConfig",
+__all__ = ["DEFAULT_COMPILATION_CACHE", "BranchPoint", "DataComponent", "TaskConfig",
+           "TrainLmConfig",
            "TrainingConfigError", "TrainingDivergedError", "TrainingOutOfMemoryError",
            "ValidationSet", "check_batch_layout", "compilation_cache_folder"]
 
@@ -133,6 +135,10 @@ class TrainLmConfig:
             state, data position) and train steps ``k..train_steps``, the decay from ``k``
             to zero (``marin.training.branching``). None: from scratch. Left out of the
             step's key while None.
+        tasks: downstream tasks (``marin.evaluation``: ``TaskConfig(name, path)``), each
+            scored at every evaluation point, recorded as ``lm_eval/<name>/acc``,
+            ``acc_norm``, ``bpb`` and their means ``lm_eval/averages/*``; they need
+            ``tokenizer``. Unversioned: tasks change no training result.
     """
 
     cache_path: Any = None  # a path, or a placeholder until the executor resolves it
@@ -159,6 +165,7 @@ class TrainLmConfig:
     compilation_cache: str | None = unversioned_field(default=DEFAULT_COMPILATION_CACHE)
     microbatch_size: int | None = unversioned_field(default=None)
     init_from: BranchPoint | None = added_field(default=None)  # noqa: RUF009
+    tasks: list[TaskConfig] = unversioned_field(default_factory=list)  # noqa: RUF009
 
     def __post_init__(self) -> None:
         from marin.trackers.fanout import check_trackers
@@ -168,6 +175,7 @@ class TrainLmConfig:
         object.__setattr__(self, "validation", tuple(self.validation))
         _check_data(self.cache_path, self.mixture)
         _check_validation(self.validation)
+        _check_tasks(self.tasks, self.tokenizer)
         for name in ("batch_size", "train_steps", "checkpoint_keep"):
             if getattr(self, name) <= 0:
                 raise TrainingConfigError(f"TrainLmConfig.{name} must be positive, got "
@@ -273,6 +281,21 @@ def _check_validation(sets: tuple[Any, ...]) -> None:
         if entry.cache_path is None:
             raise TrainingConfigError(f"{where} ({entry.name!r}) has no cache_path: give the "
                                       "token cache whose validation split it is")
+
+
+def _check_tasks(tasks: list[Any], tokenizer: str | None) -> None:
+    for where, task in _named_entries(tuple(tasks), "tasks", TaskConfig,
+                                      "TaskConfig(name, path)"):
+        if task.name == AVERAGES or "/" in task.name:
+            raise TrainingConfigError(
+                f"{where}.name {task.name!r} cannot name a task (lm_eval/averages/* are the "
+                "means over tasks; a '/' splits metric names): choose another label")
+        if not isinstance(task.path, str) or not task.path:
+            raise TrainingConfigError(f"{where} ({task.name!r}) has no path: give the task's "
+                                      "JSON-lines file")
+    if tasks and tokenizer is None:
+        raise TrainingConfigError("TrainLmConfig.tasks need TrainLmConfig.tokenizer: give the "
+                                  "tokenizer the caches were built with, to encode the items")
 
 
 def _named_entries(entries: tuple[Any, ...], field: str, cls: type, spelling: str

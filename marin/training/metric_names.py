@@ -6,15 +6,22 @@
 
 ``metrics.jsonl``, the trackers and ``summary.json`` use Levanter's names, so that tools
 written for Levanter and Marin runs (W&B panels, Marin's scaling-law analysis) read marin's
-runs as they are. Files written before the rename used short names (``loss``,
-``eval_loss``, ``tokens_per_s``, ...): every reader passes its records through
-``canonical``, the one place that knows the old names.
+runs as they are. A run's downstream tasks (``marin.evaluation``) are recorded as
+``lm_eval/<task>/acc``, ``lm_eval/<task>/acc_norm`` and ``lm_eval/<task>/bpb`` (the gold
+choice's bits per byte), and their means over the run's tasks as ``lm_eval/averages/acc``,
+``lm_eval/averages/acc_norm``, ``lm_eval/averages/bpb`` (``task_name``). Files written
+before the rename used short names (``loss``, ``eval_loss``, ``tokens_per_s``, ...): every
+reader passes its records through ``canonical``, the one place that knows the old names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from marin.evaluation.tasks import AVERAGES as TASK_AVERAGES
+from marin.evaluation.tasks import QUANTITIES as TASK_QUANTITIES
+from marin.evaluation.tasks import metric_name as task_name
 
 __all__ = [
     "EVAL_BPB",
@@ -26,12 +33,15 @@ __all__ = [
     "MFU",
     "PARAMETER_COUNT",
     "STEP_TIME",
+    "TASK_AVERAGES",
+    "TASK_QUANTITIES",
     "TOKENS_PER_SECOND",
     "TOTAL_GFLOPS",
     "TOTAL_TOKENS",
     "TRAIN_LOSS",
     "canonical",
     "eval_name",
+    "task_name",
 ]
 
 TRAIN_LOSS = "train/loss"

@@ -202,7 +202,7 @@ class _Pack:
             return MemberOutcome(config.output_path, error=self.errors[i])
         final = run.finish(member)
         return MemberOutcome(config.output_path, _summary(
-            config, self.last_loss[i], final, run.metrics, data, run.validation))
+            config, self.last_loss[i], final, run.metrics, data, run.validation, run.tasks))
 
 
 class _Member:

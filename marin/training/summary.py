@@ -3,6 +3,7 @@
     summary = read_summary("local_store/train/tiny-1a2b3c4d")   # a RunSummary
     summary.eval_bpb, summary.evals["plays"].bpb, summary.tokens_by_component
     summary.metric("macro_bpb"), summary.metric("plays/loss")
+    summary.tasks["plays-cloze"].acc, summary.metric("lm_eval/averages/acc")
     write_summary(out, summary)                                  # atomically
 
 The file is versioned (``format``, ``version``); a summary written before it was (the same
@@ -23,8 +24,8 @@ from typing import Any
 from marin.storage.files import atomic_write, join_url, open_url
 from marin.training import metric_names as names
 
-__all__ = ["SUMMARY", "EvalFigures", "RunSummary", "SummaryError", "read_summary",
-           "write_summary"]
+__all__ = ["SUMMARY", "EvalFigures", "RunSummary", "SummaryError", "TaskFigures",
+           "read_summary", "task_figures", "write_summary"]
 
 SUMMARY = "summary.json"
 
@@ -42,12 +43,36 @@ class EvalFigures:
 
 
 @dataclass(frozen=True)
+class TaskFigures:
+    """One downstream task's final figures (``marin.evaluation``): the means over its
+    items of acc, acc_norm and the gold choice's bits per byte; and the fingerprint of the
+    task file that was scored (None: not recorded)."""
+
+    acc: float
+    acc_norm: float
+    bpb: float
+    fingerprint: str | None = None
+
+
+def task_figures(record: Mapping[str, Any], fingerprints: Mapping[str, str | None]
+                 ) -> dict[str, TaskFigures]:
+    """Each task's figures in a metrics record (``lm_eval/<task>/acc``, ...), with its
+    file's fingerprint from ``fingerprints``."""
+    labels = [k.split("/")[1] for k in record if k.startswith("lm_eval/") and k.count("/") == 2
+              and k.endswith("/acc") and k.split("/")[1] != names.TASK_AVERAGES]
+    return {label: TaskFigures(*(float(record[names.task_name(label, q)])
+                                 for q in names.TASK_QUANTITIES), fingerprints.get(label))
+            for label in labels}
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """The figures of a finished run.
 
     ``eval_loss``/``eval_bpb`` are over all validation tokens together; ``macro_loss``/
     ``macro_bpb`` the means over the named sets (with no named set, the one validation
-    split's figures); ``evals`` the named sets' own figures. The eval figures are None
+    split's figures); ``evals`` the named sets' own figures; ``tasks`` the downstream
+    tasks' (``lm_eval/<task>/*``, none when the run scored no task). The eval figures are None
     when the run had no validation data. ``tokens`` are every token the model was trained
     on; ``flops`` those of this run's own steps: a branch (``parent_run`` and
     ``branch_step`` set, ``marin.training.branching``) counts only its steps
@@ -71,6 +96,7 @@ class RunSummary:
     macro_bpb: float | None = None
     evals: dict[str, EvalFigures] = field(default_factory=dict)
     tokens_by_component: dict[str, int] = field(default_factory=dict)
+    tasks: dict[str, TaskFigures] = field(default_factory=dict)
     parent_run: str | None = None
     branch_step: int | None = None
 
@@ -84,8 +110,11 @@ class RunSummary:
 
     def metric(self, name: str) -> float | None:
         """The figure a study's metric names: ``macro_bpb``, ``macro_loss``, ``loss``,
-        ``bpb`` (all validation tokens), ``<set>/loss`` or ``<set>/bpb``; None when the
-        run did not record it (no validation data, or no such set)."""
+        ``bpb`` (all validation tokens), ``<set>/loss``, ``<set>/bpb``, or a task's
+        ``lm_eval/<task>/<acc|acc_norm|bpb>`` (task ``averages``: the means over tasks);
+        None when the run did not record it (no validation data, or no such set)."""
+        if name.startswith("lm_eval/"):
+            return self._task_metric(name)
         plain = {"macro_bpb": self.macro_bpb, "macro_loss": self.macro_loss,
                  "loss": self.eval_loss, "bpb": self.eval_bpb}
         if name in plain:
@@ -95,6 +124,17 @@ class RunSummary:
             raise ValueError(f"unknown metric {name!r}: use macro_bpb, macro_loss, loss, bpb, "
                              "<set>/loss or <set>/bpb")
         figures = self.evals.get(label)
+        return None if figures is None else getattr(figures, quantity)
+
+    def _task_metric(self, name: str) -> float | None:
+        _, label, quantity = [*name.split("/"), "", ""][:3]
+        if name.count("/") != 2 or quantity not in names.TASK_QUANTITIES:
+            raise ValueError(f"unknown metric {name!r}: use lm_eval/<task>/acc, acc_norm or "
+                             "bpb")
+        if label == names.TASK_AVERAGES:
+            found = [getattr(f, quantity) for f in self.tasks.values()]
+            return sum(found) / len(found) if found else None
+        figures = self.tasks.get(label)
         return None if figures is None else getattr(figures, quantity)
 
     def to_json(self) -> dict[str, Any]:
@@ -107,6 +147,9 @@ class RunSummary:
             "eval_loss": self.eval_loss, "eval_bpb": self.eval_bpb,
             "macro_loss": self.macro_loss, "macro_bpb": self.macro_bpb, "evals": evals,
             "tokens_by_component": dict(self.tokens_by_component)}
+        if self.tasks:
+            data["tasks"] = {k: {**{q: getattr(v, q) for q in names.TASK_QUANTITIES},
+                                 "fingerprint": v.fingerprint} for k, v in self.tasks.items()}
         if self.parent_run is not None:
             data.update(parent_run=self.parent_run, branch_step=self.branch_step)
         return {**data, **self._levanter_names()}
@@ -122,6 +165,10 @@ class RunSummary:
         for label, figures in self.evals.items():
             out[names.eval_name(label, "loss")] = figures.loss
             out[names.eval_name(label, "bpb")] = figures.bpb
+        for label in [*self.tasks, names.TASK_AVERAGES] if self.tasks else []:
+            for quantity in names.TASK_QUANTITIES:
+                out[names.task_name(label, quantity)] = self._task_metric(
+                    names.task_name(label, quantity))
         return out
 
     @classmethod
@@ -154,6 +201,9 @@ class RunSummary:
             evals=evals,
             tokens_by_component={str(k): int(v) for k, v in
                                  (data.get("tokens_by_component") or {}).items()},
+            tasks={str(k): TaskFigures(*(float(v[q]) for q in names.TASK_QUANTITIES),
+                                       v.get("fingerprint"))
+                   for k, v in (data.get("tasks") or {}).items()},
             parent_run=None if data.get("parent_run") is None else str(data["parent_run"]),
             branch_step=None if data.get("branch_step") is None else int(data["branch_step"]))
 

@@ -10,7 +10,9 @@ Outputs under the step's path: ``metrics.jsonl`` (per step, in Levanter's names,
 ``throughput/tokens_per_second``, ``throughput/mfu`` against the hardware preset's peak,
 step time, total tokens and GFLOPs, wall-clock time, gradient norm; ``eval/loss`` and
 ``eval/bpb`` at intervals, and with named validation sets ``eval/<set>/loss``,
-``eval/<set>/bpb`` and their macro averages, see ``marin.training.evaluation``),
+``eval/<set>/bpb`` and their macro averages, see ``marin.training.evaluation``; with
+``tasks``, ``lm_eval/<task>/acc``, ``acc_norm``, ``bpb`` and ``lm_eval/averages/*``, see
+``marin.evaluation``),
 ``summary.json`` (a ``RunSummary``: params, tokens, FLOPs, final train and eval figures,
 tokens per mixture component: what the scaling fits read), ``checkpoints/`` (asynchronous,
 sharded: see ``marin.training.checkpoint``), whatever the run's ``trackers`` write
@@ -30,7 +32,8 @@ The data is one token cache or a weighted mixture (``marin.training.data``,
 ``marin.processing.tokenize.loader``). The loop is short: each step runs the jitted update
 on the ``TrainerState`` (``marin.training.state``: step, model and optimizer state, donated
 whole), then the hooks
-in order (``marin.training.hooks``): evaluation every ``eval_every`` steps, the metrics log,
+in order (``marin.training.hooks``): evaluation every ``eval_every`` steps (the validation
+sets, then the downstream tasks of ``marin.evaluation``), the metrics log,
 a checkpoint every ``checkpoint_every`` steps; the profiler wraps the steps it captures.
 """
 
@@ -67,7 +70,7 @@ from marin.training.config import (
     check_batch_layout,
     compilation_cache_folder,
 )
-from marin.training.data import training_data, validation_sets
+from marin.training.data import task_suite, training_data, validation_sets
 from marin.training.distributed import ONE_HOST, Hosts, start_distributed
 from marin.training.evaluation import Validation
 from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
@@ -79,7 +82,7 @@ from marin.training.state import (
     make_eval_fn,
     make_traced_update_fn,
 )
-from marin.training.summary import EvalFigures, RunSummary, write_summary
+from marin.training.summary import EvalFigures, RunSummary, task_figures, write_summary
 
 __all__ = ["DataComponent", "RunSummary", "TrainLmConfig", "TrainingConfigError",
            "TrainingDivergedError", "TrainingOutOfMemoryError", "ValidationSet",
@@ -118,7 +121,8 @@ def train_lm(config: TrainLmConfig) -> RunSummary:
         state, start = run.restore_or_init()
         state, last_loss = run.train(state, data, start)
         final = run.finish(state)
-        summary = _summary(config, last_loss, final, run.metrics, data, run.validation)
+        summary = _summary(config, last_loss, final, run.metrics, data, run.validation,
+                           run.tasks)
     finally:
         run.checkpoints.close()  # the last save is committed before the step counts as done
         run.metrics.trackers.close(summary.to_json() if summary is not None else {})
@@ -150,6 +154,8 @@ class _Run:
         self.tx = optimizer.transformation(self.hyper)
         self.update = make_traced_update_fn(optimizer, dtype, micro_steps)
         self.sharding = _Sharding(config.batch_size, hosts)
+        # a bad task file fails here, before the trackers start (None: no tasks)
+        self.tasks = task_suite(config, dtype, self.sharding.place_eval)
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
                                   config.log_every,
                                   open_trackers(config) if hosts.primary else None,
@@ -172,8 +178,9 @@ class _Run:
         end = config.train_steps
         self.hooks: list[Hook] = [self.metrics.hook,
                                   Every(config.checkpoint_every, self._checkpoint, until=end)]
-        if self.validation is not None:  # evaluation adds to the record the metrics store
-            self.hooks.insert(0, Every(config.eval_every, self.validation.hook, until=end))
+        for scorer in (self.tasks, self.validation):  # evaluation adds to the record stored
+            if scorer is not None:
+                self.hooks.insert(0, Every(config.eval_every, scorer.hook, until=end))
 
     def restore_or_init(self) -> tuple[TrainerState, int]:
         """The state at the latest complete checkpoint (a branch without one of its own:
@@ -229,8 +236,10 @@ class _Run:
     def finish(self, state: TrainerState) -> dict[str, float]:
         """The final evaluation and checkpoint; returns the evaluation's figures."""
         final: dict[str, Any] = {}
-        if self.validation is not None:
-            final = self.validation.evaluate(state.model)
+        for scorer in (self.validation, self.tasks):
+            if scorer is not None:
+                final.update(scorer.evaluate(state.model))
+        if final:
             self.metrics.add({"step": self.config.train_steps, **final})
         self._checkpoint(self.config.train_steps, state, {})
         return final
@@ -360,7 +369,7 @@ def _peak_flops(hardware: str) -> float:
 
 def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
              metrics: MetricsLog, data: TokenCacheDataset | MixtureDataset,
-             validation: Validation | None) -> RunSummary:
+             validation: Validation | None, tasks: Any = None) -> RunSummary:
     tokens = config.train_steps * config.batch_size * config.model.seq_len
     branch = config.init_from  # a branch's FLOPs are its own steps' (k..train_steps)
     own = (config.train_steps - branch.step) * config.batch_size * config.model.seq_len \
@@ -370,6 +379,7 @@ def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
     named = [s.name for s in validation.sets if s.name is not None] if validation else []
     evals = {n: EvalFigures(final[names.eval_name(n, "loss")], final[names.eval_name(n, "bpb")])
              for n in named}
+    fingerprints = {t.name: t.fingerprint for t in tasks.tasks} if tasks is not None else {}
     by_component = data.tokens_by_component(config.train_steps * config.batch_size,
                                             config.seed) if config.mixture else {}
     return RunSummary(
@@ -380,6 +390,6 @@ def _summary(config: TrainLmConfig, last_loss: float, final: dict[str, float],
         eval_loss=eval_loss, eval_bpb=eval_bpb,
         macro_loss=final.get(names.EVAL_MACRO_LOSS, eval_loss),
         macro_bpb=final.get(names.EVAL_MACRO_BPB, eval_bpb), evals=evals,
-        tokens_by_component=by_component,
+        tokens_by_component=by_component, tasks=task_figures(final, fingerprints),
         parent_run=branch.run if branch is not None else None,
         branch_step=branch.step if branch is not None else None)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from marin.evaluation.tasks import TaskConfig
 from marin.training.config import TrackerConfig, TrainingConfigError, TrainLmConfig
 
 __all__ = ["UNSET", "TrainOptions", "TrainOptionsError"]
@@ -68,6 +69,7 @@ class TrainOptions:
         trackers: where metrics go besides ``metrics.jsonl``.
         compilation_cache: JAX's persistent compilation cache folder.
         microbatch_size: sequences per device per micro-step.
+        tasks: downstream tasks scored at every evaluation (``marin.evaluation``).
     """
 
     seed: int = UNSET
@@ -85,6 +87,7 @@ class TrainOptions:
     trackers: list[TrackerConfig] = UNSET
     compilation_cache: str | None = UNSET
     microbatch_size: int | None = UNSET
+    tasks: list[TaskConfig] = UNSET
 
     def __post_init__(self) -> None:
         for name, value in self.as_dict().items():

@@ -39,7 +39,6 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / (".venv" if sys.version_info[:2] != (3, 12) else ".venv-3.12")
 FAST = ("-m", "not slow")  # what `test --fast` passes to pytest
 MAIN_EXPERIMENT = "experiments/isoflop_tiny.py"
-MAX_WORKERS = 4  # pytest-xdist workers for the whole suite: each holds its JAX and fixtures
 
 # The tests `test --newest-jax` runs: training, checkpoints, profiling and the study, within
 # about four minutes on two cores.
@@ -118,22 +117,6 @@ def _jax_subset(args: list[str]) -> tuple[Path, tuple[str, ...], list[str]] | No
     return ROOT / f".venv-jax-{name}", pins, [*NEWEST_JAX_TESTS, *rest]
 
 
-def _workers(pytest_args: list[str]) -> list[str]:
-    """pytest-xdist's options for a run of the whole suite: one worker per core, at most
-    four, each test module (or group of modules, tests/conftest.py) in one worker (``--dist
-    loadscope``). None when the arguments name tests or
-    files, collect only, or choose workers themselves (``-n 0`` runs in one process)."""
-    chosen = any(a in ("-n", "--collect-only", "--co") or a.startswith(("-n", "--numprocesses",
-                                                                         "--dist"))
-                 for a in pytest_args)
-    chosen = chosen or "no:xdist" in pytest_args
-    named = any((ROOT / a.split("::")[0]).exists() for a in pytest_args if not a.startswith("-"))
-    workers = min(os.cpu_count() or 1, MAX_WORKERS)
-    if chosen or named or workers < 2:
-        return []
-    return ["-n", str(workers), "--dist", "loadscope"]
-
-
 COMMANDS = ("run", "test", "marin", "python")
 
 
@@ -161,10 +144,10 @@ def main(argv: list[str]) -> int:
         command = [python, "-m", "marin.cli", *argv[1:]]
     elif argv[0] == "python":
         command = [python, *argv[1:]]
+    elif argv[1:2] == ["--fast"]:
+        command = [python, "-m", "pytest", *FAST, *argv[2:]]
     else:
-        lane = list(FAST) if argv[1:2] == ["--fast"] else []
-        pytest_args = argv[2:] if lane else argv[1:]
-        command = [python, "-m", "pytest", *lane, *_workers(pytest_args), *pytest_args]
+        command = [python, "-m", "pytest", *argv[1:]]
     return subprocess.run(command, cwd=ROOT, env=env).returncode
 
 

@@ -19,66 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _SKIPPED: list[str] = []
 
-# Under pytest-xdist (``dev.py test`` runs one worker per core with ``--dist loadscope``) a
-# unit of work is a group of test modules (``_GROUPS``; each module alone otherwise): a
-# module's fixtures (and a documentation page's shared state) are built in one worker, each
-# costly session fixture once per run (``_SHARED_FIXTURES``: every module whose tests use it
-# is in its group), and the Ray clusters of the "ray" group never start side by side. The
-# workers take the costliest groups first (``_COSTLIEST``; it changes no result, only how
-# evenly the workers end).
-_SHARED_FIXTURES = ("readme_study", "trained")
-_GROUPS = {"tests/test_readme.py": "readme_study", "tests/test_study_comparison.py":
-           "readme_study", "tests/test_isoflop_study.py": "readme_study",
-           "tests/test_export.py": "trained", "tests/test_export_safety.py": "trained",
-           "tests/test_multihost.py": "ray", "tests/test_ray_runner.py": "ray"}
-_COSTLIEST = ("readme_study", "ray", "tests/test_ladder_study.py", "tests/test_compile_cache.py",
-              "tests/test_packing.py", "tests/test_executor_packs.py", "trained",
-              "tests/test_branching.py", "tests/test_resume_default.py",
-              "tests/test_training.py", "tests/test_shared_checkpoints.py", "docs/training.md",
-              "tests/test_training_accumulation.py", "tests/test_study_resume.py")
-
-
-def _group(nodeid: str) -> str:
-    module = nodeid.split("::")[0]
-    return _GROUPS.get(module, module)
-
-
-def pytest_configure(config) -> None:
-    if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_GroupScheduling(), "marin-test-groups")
-
-
-class _GroupScheduling:
-    """pytest-xdist's ``loadscope`` with ``_group`` as the scope."""
-
-    @staticmethod
-    def pytest_xdist_make_scheduler(config, log):
-        if config.getvalue("dist") != "loadscope":
-            return None
-        from xdist.scheduler import LoadScopeScheduling
-
-        class Scheduling(LoadScopeScheduling):
-            def _split_scope(self, nodeid: str) -> str:
-                return _group(nodeid)
-
-        config.option.loadscopereorder = False  # the workers' order: costliest first
-        return Scheduling(config, log)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        used = set(getattr(item, "fixturenames", ())) & set(_SHARED_FIXTURES)
-        if used and _group(item.nodeid) not in used:
-            raise pytest.UsageError(
-                f"{item.nodeid} uses the session fixture {sorted(used)[0]}: add its module "
-                f"to tests/conftest.py's _GROUPS as {sorted(used)[0]!r}")
-    result = yield
-    if hasattr(config, "workerinput"):  # an xdist worker: the costliest groups first
-        rank = {group: i for i, group in enumerate(_COSTLIEST)}
-        items.sort(key=lambda item: rank.get(_group(item.nodeid), len(rank)))
-    return result
-
 
 def pytest_runtest_logreport(report) -> None:
     """With MARIN_FORBID_SKIPS=1 (``.ci/run`` sets it) a skipped test fails the run: in CI

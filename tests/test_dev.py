@@ -112,19 +112,3 @@ def test_the_newest_jax_subset_names_test_files_that_exist():
     assert dev.NEWEST_JAX_TESTS
     for path in dev.NEWEST_JAX_TESTS:
         assert (ROOT / path).is_file(), f"dev.NEWEST_JAX_TESTS names {path}, which is gone"
-
-
-def test_the_whole_suite_runs_in_one_worker_per_core_and_a_named_test_in_one_process(
-        monkeypatch):
-    dev = _dev_module()
-    monkeypatch.setattr(dev.os, "cpu_count", lambda: 2)
-    assert dev._workers([]) == ["-n", "2", "--dist", "loadscope"]
-    assert dev._workers(["-x", "-k", "not gc"]) == ["-n", "2", "--dist", "loadscope"]
-    monkeypatch.setattr(dev.os, "cpu_count", lambda: 64)  # at most MAX_WORKERS
-    assert dev._workers([])[:2] == ["-n", str(dev.MAX_WORKERS)]
-    for args in (["tests/test_dev.py"], ["tests/test_dev.py::test_x", "-x"], ["-n", "0"],
-                 ["-n0"], ["--numprocesses=3"], ["--collect-only"], ["-p", "no:xdist"],
-                 ["--dist", "load"]):
-        assert dev._workers(args) == [], args
-    monkeypatch.setattr(dev.os, "cpu_count", lambda: 1)
-    assert dev._workers([]) == []

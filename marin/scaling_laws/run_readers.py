@@ -285,8 +285,8 @@ def _summary_metric(summary: Any, where: str, metric: str) -> float:
         present = ["loss", "bpb"] if summary.eval_loss is not None else []
         present += (["macro_loss", "macro_bpb"] if summary.macro_loss is not None else [])
         present += [f"{s}/{q}" for s in summary.evals for q in ("loss", "bpb")]
-        present += [f"lm_eval/{t}/{q}" for t in summary.tasks
-                    for q in ("acc", "acc_norm", "bpb")]
+        present += [names.task_name(t, q) for t in summary.tasks
+                    for q in names.TASK_QUANTITIES]
         raise RunFolderError(f"{where}: no metric {metric!r}; it has "
                              f"{', '.join(present) or 'no eval figures'}: pass one with "
                              "--metric")

@@ -33,7 +33,13 @@ from marin.execution import (
     this_output_path,
 )
 from marin.scaling_laws.scaling_heuristics import ProportionalDepthHeuristic
-from marin.scaling_laws.study import Mixture, StudyCorpus, isoflop_study, print_study_summary
+from marin.scaling_laws.study import (
+    IsoFlopStudy,
+    Mixture,
+    StudyCorpus,
+    isoflop_study,
+    print_study_summary,
+)
 from marin.storage.files import join_url, open_url
 
 NAME = "isoflop-tiny"
@@ -139,11 +145,22 @@ CORPORA = {"plays": _corpus(plays), "docs": _corpus(docs),
 # directly, at nine more runs.
 REPLICATES = 0
 
-study = isoflop_study(
-    NAME, CORPORA, budgets=BUDGETS, heuristic=HEURISTIC, tokenizer_vocab_size=VOCAB,
-    predict_budget=HELD_OUT, metric="macro_bpb",
-    train_options={"compute_dtype": "float32", "eval_batches": 8, "log_every": 1000},
-    bootstrap=200, replicates=REPLICATES)
+# every run in float32 (so a run's losses are reproducible to the last digits), scored on 8
+# batches of each validation set
+TRAIN_OPTIONS = {"compute_dtype": "float32", "eval_batches": 8, "log_every": 1000}
+SCHEDULE = "scratch"  # every point a run of its own; "cooldown": a ladder of stable runs
+
+
+def tiny_study(schedule: str = SCHEDULE, name: str = NAME) -> IsoFlopStudy:
+    """This study's graph with every point trained as ``schedule`` says (``scratch`` or
+    ``cooldown``), under ``name``: the main job is ``tiny_study()``."""
+    return isoflop_study(
+        name, CORPORA, budgets=BUDGETS, heuristic=HEURISTIC, tokenizer_vocab_size=VOCAB,
+        predict_budget=HELD_OUT, metric="macro_bpb", train_options=TRAIN_OPTIONS,
+        bootstrap=200, replicates=REPLICATES, schedule=schedule)
+
+
+study = tiny_study()
 
 experiment = Experiment(study, description="comparative IsoFLOP study: plays, docs and a "
                         "mixture, two CPU cores", after=print_study_summary)

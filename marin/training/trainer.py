@@ -174,10 +174,12 @@ class _Run:
         self.checkpoints = Checkpoints(join_url(config.output_path, "checkpoints"),
                                        keep_last=config.checkpoint_keep,
                                        keep_every=config.checkpoint_keep_every,
+                                       keep_at=config.checkpoint_at,
                                        asynchronous=config.async_checkpoints)
         end = config.train_steps
         self.hooks: list[Hook] = [self.metrics.hook,
-                                  Every(config.checkpoint_every, self._checkpoint, until=end)]
+                                  Every(config.checkpoint_every, self._checkpoint, until=end,
+                                        at=frozenset(config.checkpoint_at))]
         for scorer in (self.tasks, self.validation):  # evaluation adds to the record stored
             if scorer is not None:
                 self.hooks.insert(0, Every(config.eval_every, scorer.hook, until=end))

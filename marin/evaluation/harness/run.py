@@ -183,7 +183,7 @@ def _run(modules: dict[str, Any], folder: str, tasks: Path, names: Sequence[str]
                          add_bos_token=False)
     manager = modules["TaskManager"](include_path=str(tasks), include_defaults=False)
     results = modules["simple_evaluate"](model=lm, tasks=list(names), task_manager=manager,
-                                         log_samples=True)
+                                         log_samples=True, verbosity="ERROR")
     if results is None:  # only a non-zero rank of a distributed run gets None
         raise LmEvalError("lm-eval returned no results on this process")
     return dict(results)

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lm.set_defaults(handler=_lm_eval)
 
 
-def task_of(value: str) -> TaskConfig:
+def _task_of(value: str) -> TaskConfig:
     """``NAME=PATH``, or a path named after its file (``tasks/plays.jsonl``: ``plays``)."""
     name, equals, path = value.partition("=")
     if not equals:
@@ -64,7 +64,7 @@ def _lm_eval(args: argparse.Namespace) -> int:
     local = local_path(args.out) if args.out else None
     if local and os.path.isdir(local) and os.listdir(local):
         raise UsageError(f"--out {args.out} holds files: choose a new or empty folder")
-    done = evaluate_lm(args.model, [task_of(t) for t in args.tasks], args.step,
+    done = evaluate_lm(args.model, [_task_of(t) for t in args.tasks], args.step,
                        args.batch_size, args.device)
     if args.out:
         if local:

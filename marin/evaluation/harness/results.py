@@ -5,9 +5,10 @@
     task.acc, task.acc_norm, task.bpb        # as lm_eval/plays/acc ... of a run's metrics
     task.items[0].logliks                     # each choice's log-likelihood, lm-eval's
 
-Built from lm-eval's per-item samples (``log_samples``): each choice's log-likelihood, and
-lm-eval's own verdicts ``acc`` and ``acc_bytes`` (marin's ``acc_norm``: by UTF-8 bytes);
-``bpb`` is the gold choice's bits per byte, ``-loglik / ln 2 / bytes``, as marin records it.
+Built (``marin.evaluation.harness.run``) from lm-eval's per-item samples (``log_samples``):
+each choice's log-likelihood, and lm-eval's own verdicts ``acc`` and ``acc_bytes`` (marin's
+``acc_norm``: by UTF-8 bytes); ``bpb`` is the gold choice's bits per byte,
+``-loglik / ln 2 / bytes``, as marin records it.
 ``report.json`` is a versioned record (``version``); a newer version is refused.
 """
 
@@ -17,18 +18,14 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from marin.evaluation.tasks import TaskItem
-
-__all__ = ["REPORT_VERSION", "ItemResult", "LmEvalReport", "ReportError", "TaskResult",
-           "task_result"]
+__all__ = ["REPORT_VERSION", "ItemResult", "LmEvalReport", "ReportError", "TaskResult"]
 
 REPORT_VERSION = 1
 
 
 class ReportError(ValueError):
-    """A report or an lm-eval sample that cannot be read; the message says which."""
+    """A report that cannot be read; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -135,20 +132,3 @@ class LmEvalReport:
             if isinstance(e, ReportError):
                 raise
             raise ReportError(f"not an lm-eval report ({e})") from None
-
-
-def task_result(name: str, fingerprint: str, items: Sequence[TaskItem],
-                samples: Sequence[dict[str, Any]]) -> TaskResult:
-    """``name``'s result from lm-eval's samples of it (one per item, any order)."""
-    by_doc = {int(s["doc_id"]): s for s in samples}
-    if sorted(by_doc) != list(range(len(items))):
-        raise ReportError(f"lm-eval returned {len(by_doc)} samples of task {name!r}, which "
-                          f"has {len(items)} items")
-    results = []
-    for index, item in enumerate(items):
-        sample = by_doc[index]
-        logliks = tuple(float(response[0]) for response in sample["filtered_resps"])
-        results.append(ItemResult(logliks, item.gold,
-                                  len(item.choices[item.gold].encode("utf-8")),
-                                  float(sample["acc"]), float(sample["acc_bytes"])))
-    return TaskResult(name, fingerprint, tuple(results))

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from marin.evaluation.harness.results import LmEvalReport, task_result
-from marin.evaluation.harness.task_yaml import write_task_folder
-from marin.evaluation.tasks import TaskConfig, read_task, task_fingerprint
+from marin.evaluation.harness.results import ItemResult, LmEvalReport, TaskResult
+from marin.evaluation.harness.task_yaml import check_task_names, write_task_folder
+from marin.evaluation.tasks import TaskConfig, TaskItem, read_task, task_fingerprint
 from marin.execution import ExecutorStep, this_output_path, unversioned_field
 from marin.storage.files import exists, join_url, local_path, open_url
 
@@ -69,8 +69,14 @@ class LmEvalConfig:
 
 @dataclass(frozen=True)
 class LmEvalRun:
-    """One lm-eval evaluation: marin's report, lm-eval's results JSON (text) and each task's
-    samples (JSON lines, by task name)."""
+    """One lm-eval evaluation.
+
+    Attributes:
+        report: marin's report of it.
+        results_json: lm-eval's results JSON (its samples left out), as text.
+        samples_jsonl: each task's per-item samples as lm-eval logs them (JSON lines), by
+            task name.
+    """
 
     report: LmEvalReport
     results_json: str
@@ -107,22 +113,24 @@ def evaluate_lm(model: str, tasks: Sequence[TaskConfig], step: int | None = None
     """lm-eval's scores of ``model`` on ``tasks`` (module docstring)."""
     if not tasks:
         raise LmEvalError("no tasks: name at least one task file")
+    check_task_names(tasks)
     items = {task.name: read_task(task.path) for task in tasks}  # bad files fail first
     is_folder = _check_model(model)
     if step is not None and is_folder:
         raise LmEvalError(f"step {step}: {model} is a Hugging Face folder, which holds one "
                           "checkpoint; pass a step only with a training run")
-    modules = _lm_eval()
+    harness = _import_lm_eval()
     with tempfile.TemporaryDirectory(prefix="marin-lm-eval-") as scratch:
         work = Path(scratch)
-        folder, exported = (model, None) if is_folder else _export(model, step, work)
-        names = write_task_folder(tasks, work / "tasks")
-        results = _run(modules, folder, work / "tasks", names, batch_size, device)
+        folder, exported = (local_path(model), None) if is_folder else _export(model, step,
+                                                                               work)
+        names = write_task_folder(items, work / "tasks")
+        results = harness.run(folder, work / "tasks", names, batch_size, device)
     samples = results.pop("samples")
-    report = LmEvalReport(model, exported, modules["version"], tuple(
-        task_result(t.name, task_fingerprint(t.path), items[t.name], samples[t.name])
+    report = LmEvalReport(model, exported, harness.version, tuple(
+        _task_result(t.name, task_fingerprint(t.path), items[t.name], samples[t.name])
         for t in tasks))
-    dump = modules["handle_non_serializable"]
+    dump = harness.handle_non_serializable
     return LmEvalRun(report, json.dumps(results, indent=2, default=dump, ensure_ascii=False),
                      {name: "".join(json.dumps(s, default=dump, ensure_ascii=False) + "\n"
                                     for s in samples[name]) for name in names})
@@ -157,8 +165,42 @@ def _export(model: str, step: int | None, work: Path) -> tuple[str, int | None]:
     return done.out, done.step
 
 
-def _lm_eval() -> dict[str, Any]:
-    """lm-eval's entry points, imported offline; a missing extra fails naming it."""
+@dataclass(frozen=True)
+class _Harness:
+    """lm-eval, imported.
+
+    Attributes:
+        version: its installed version.
+        simple_evaluate: ``lm_eval.simple_evaluate``.
+        hflm: its Hugging Face model class, ``HFLM``.
+        task_manager: ``lm_eval.tasks.TaskManager``.
+        handle_non_serializable: how lm-eval writes values JSON has no type for.
+    """
+
+    version: str
+    simple_evaluate: Any
+    hflm: Any
+    task_manager: Any
+    handle_non_serializable: Any
+
+    def run(self, folder: str, tasks: Path, names: Sequence[str], batch_size: int,
+            device: str) -> dict[str, Any]:
+        """lm-eval's results (its samples included) of the model in ``folder``."""
+        with open_url(join_url(folder, "config.json"), "r") as f:
+            seq_len = int(json.load(f)["max_position_embeddings"])
+        lm = self.hflm(pretrained=folder, backend="causal", dtype="float32",
+                       batch_size=batch_size, device=device, max_length=seq_len - 1,
+                       add_bos_token=False)
+        manager = self.task_manager(include_path=str(tasks), include_defaults=False)
+        results = self.simple_evaluate(model=lm, tasks=list(names), task_manager=manager,
+                                       log_samples=True, verbosity="ERROR")
+        if results is None:  # only a non-zero rank of a distributed run gets None
+            raise LmEvalError("lm-eval returned no results on this process")
+        return dict(results)
+
+
+def _import_lm_eval() -> _Harness:
+    """lm-eval, imported offline; a missing extra fails naming it."""
     os.environ.update(_OFFLINE)
     try:
         import lm_eval
@@ -169,21 +211,22 @@ def _lm_eval() -> dict[str, Any]:
         raise LmEvalError(f"lm-eval cannot be imported ({e}): {INSTALL}") from None
     from importlib.metadata import version
 
-    return {"version": version("lm_eval"), "simple_evaluate": lm_eval.simple_evaluate,
-            "HFLM": HFLM, "TaskManager": TaskManager,
-            "handle_non_serializable": handle_non_serializable}
+    return _Harness(version("lm_eval"), lm_eval.simple_evaluate, HFLM, TaskManager,
+                    handle_non_serializable)
 
 
-def _run(modules: dict[str, Any], folder: str, tasks: Path, names: Sequence[str],
-         batch_size: int, device: str) -> dict[str, Any]:
-    with open_url(join_url(folder, "config.json"), "r") as f:
-        seq_len = int(json.load(f)["max_position_embeddings"])
-    lm = modules["HFLM"](pretrained=folder, backend="causal", dtype="float32",
-                         batch_size=batch_size, device=device, max_length=seq_len - 1,
-                         add_bos_token=False)
-    manager = modules["TaskManager"](include_path=str(tasks), include_defaults=False)
-    results = modules["simple_evaluate"](model=lm, tasks=list(names), task_manager=manager,
-                                         log_samples=True, verbosity="ERROR")
-    if results is None:  # only a non-zero rank of a distributed run gets None
-        raise LmEvalError("lm-eval returned no results on this process")
-    return dict(results)
+def _task_result(name: str, fingerprint: str, items: Sequence[TaskItem],
+                 samples: Sequence[dict[str, Any]]) -> TaskResult:
+    """``name``'s result from lm-eval's samples of it (one per item, in any order)."""
+    by_doc = {int(s["doc_id"]): s for s in samples}
+    if sorted(by_doc) != list(range(len(items))):
+        raise LmEvalError(f"lm-eval returned {len(by_doc)} samples of task {name!r}, which "
+                          f"has {len(items)} items")
+    results = []
+    for index, item in enumerate(items):
+        sample = by_doc[index]
+        logliks = tuple(float(response[0]) for response in sample["filtered_resps"])
+        results.append(ItemResult(logliks, item.gold,
+                                  len(item.choices[item.gold].encode("utf-8")),
+                                  float(sample["acc"]), float(sample["acc_bytes"])))
+    return TaskResult(name, fingerprint, tuple(results))

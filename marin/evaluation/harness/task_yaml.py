@@ -1,10 +1,11 @@
 """lm-eval task YAMLs for marin's task files, meaning what marin's in-run scoring means.
 
-    names = write_task_folder([TaskConfig("plays", "tasks/plays.jsonl")], Path("work/tasks"))
+    check_task_names(tasks)                          # unique names, each fit for a file
+    names = write_task_folder({"plays": read_task("tasks/plays.jsonl")}, Path("work/tasks"))
     # work/tasks/plays.yaml and work/tasks/plays.jsonl; names == ("plays",)
     TaskManager(include_path="work/tasks", include_defaults=False)   # lm-eval reads them
 
-Each task's items are read (and checked) by ``marin.evaluation.read_task`` and written as a
+Each task's items (read and checked by ``marin.evaluation.read_task``) are written as a
 local JSON-lines copy beside its YAML, which loads it with the ``datasets`` ``json`` builder
 (its cache in the folder, so nothing is written elsewhere or downloaded). The YAML's
 ``multiple_choice`` task takes the item's ``context`` as the text, its ``choices`` and the
@@ -18,12 +19,12 @@ marin's ``acc_norm``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from marin.evaluation.tasks import TaskConfig, TaskError, read_task
+from marin.evaluation.tasks import TaskConfig, TaskError, TaskItem
 
-__all__ = ["METRICS", "task_yaml", "write_task_folder"]
+__all__ = ["METRICS", "check_task_names", "task_yaml", "write_task_folder"]
 
 #: lm-eval's metrics of each task; ``acc_bytes`` is marin's ``acc_norm``
 METRICS = ("acc", "acc_norm", "acc_bytes")
@@ -56,9 +57,8 @@ def task_yaml(name: str, data_file: Path, cache_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_task_folder(tasks: Sequence[TaskConfig], folder: Path) -> tuple[str, ...]:
-    """Each task's items and YAML in ``folder`` (created); the lm-eval task names, in order.
-    Two tasks of one name fail naming it."""
+def check_task_names(tasks: Sequence[TaskConfig]) -> None:
+    """Each task's name names a file of its own: no two alike, no path."""
     names = [task.name for task in tasks]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -67,12 +67,16 @@ def write_task_folder(tasks: Sequence[TaskConfig], folder: Path) -> tuple[str, .
         if not name or "/" in name or name.startswith("."):
             raise TaskError(f"task name {name!r} cannot name a file: use letters, digits, "
                             "'-' and '_'")
+
+
+def write_task_folder(tasks: Mapping[str, Sequence[TaskItem]], folder: Path) -> tuple[str, ...]:
+    """Each task's items (by name, names checked by ``check_task_names``) and YAML in
+    ``folder`` (created); the lm-eval task names, in order."""
     folder.mkdir(parents=True, exist_ok=True)
-    for task in tasks:
-        items = read_task(task.path)
-        data = folder / f"{task.name}.jsonl"
+    for name, items in tasks.items():
+        data = folder / f"{name}.jsonl"
         data.write_text("".join(item.encode() + "\n" for item in items), encoding="utf-8")
-        (folder / f"{task.name}.yaml").write_text(
-            task_yaml(task.name, data.resolve(), (folder / "datasets-cache").resolve()),
+        (folder / f"{name}.yaml").write_text(
+            task_yaml(name, data.resolve(), (folder / "datasets-cache").resolve()),
             encoding="utf-8")
-    return tuple(names)
+    return tuple(tasks)

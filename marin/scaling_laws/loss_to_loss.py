@@ -277,15 +277,16 @@ def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _bootstrap(x: np.ndarray, y: np.ndarray, theta: np.ndarray, floor: float,
                residuals: np.ndarray, count: int, seed: int) -> dict:
-    """The resamples' fields of a ``LossToLoss``: each converged resample's parameters,
-    their standard errors, and one rescaled residual per resample (the scatter)."""
+    """The resamples' fields of a ``LossToLoss``: each resample's parameters (every finite
+    fit, one still creeping along a flat valley included), their standard errors, and one
+    rescaled residual per resample (the scatter)."""
     rng = np.random.default_rng(seed)
     n = len(x)
     idx = rng.integers(0, n, (count, n))
     weights = np.zeros((count, n))
     np.add.at(weights, (np.arange(count)[:, None], idx), 1.0)
     found, _ = _fit(x, y, weights, floor, np.tile(theta[:2], (count, 1)))
-    ok = np.isfinite(found).all(1)  # one still creeping along a flat valley counts
+    ok = np.isfinite(found).all(1)
     natural = np.array([_natural(t, floor) for t in found[ok]]).reshape(-1, 4)
     noise = rng.choice(residuals, size=len(natural))
     errors = {} if len(natural) < 2 else {

@@ -76,6 +76,9 @@ def test_a_parameter_the_runs_leave_free_is_not_identified():
     x = np.geomspace(2.0, 3.5, 12)  # a nearly straight relation: E_x is free
     fit = fit_loss_to_loss(x, 0.5 * x ** 1.2 + 0.8 + rng.normal(0, 0.01, 12), bootstrap=100)
     assert "E_x" in fit.not_identified
+    x = np.geomspace(2.0, 6.0, 10)  # 2 ln L_x: as concave as the law gets only below E_y = 0
+    fit = fit_loss_to_loss(x, 2 * np.log(x), bootstrap=100)
+    assert fit.E_y == 0 and fit.at_bound == ("E_y",) and "E_y" in fit.not_identified
     wide = LossToLoss(K=1.0, kappa=1.0, E_x=1.0, E_y=1.0, runs=8,
                       standard_errors={"K": 11.0, "kappa": 9.0, "E_x": math.nan, "E_y": 0.1})
     assert wide.not_identified == ("K", "E_x")
@@ -141,6 +144,8 @@ def bad_inputs() -> list:
         (lambda: fit_train_to_train(plays, "plays", "docs"), "no ok run of label 'docs'"),
         (lambda: fit_loss_to_loss(x, y, bootstrap=20).predict(math.nan),
          "loss_x=nan: give a finite loss"),
+        (lambda: fit_loss_to_loss(x, y, bootstrap=20).predict(0.5),
+         "loss_x=0.5 is at or below the law's E_x="),
     ]
 
 

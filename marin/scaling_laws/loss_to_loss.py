@@ -16,16 +16,17 @@ count when a row has no shape), each label's first seed; a run of ``y_label`` wi
 
 The fit (variable projection): for a fixed ``E_x`` and ``kappa`` the law is linear in ``K``
 and ``E_y``, which weighted least squares of ``L_y`` on ``(L_x - E_x) ** kappa`` give in
-closed form. So the search is over (``E_x``, ``kappa``) alone: the best point of a grid
-with ``K > 0`` starts a Levenberg-Marquardt refinement in ``logit(E_x / min L_x)`` and
-``log kappa``, which keeps ``E_x`` between 0 and the smallest ``L_x`` (an irreducible loss
-is not negative) and ``kappa`` positive. Eliminating the two linear parameters is what
-makes it converge: with all four free, the steps crawl along the curved valley in which
-``E_x``, ``kappa`` and ``E_y`` trade off. An ``E_x`` left at either end of its range is
-reported as not identified. The bootstrap resamples the runs and refits every resample at
-once (each a row of counts weighting the runs), started from the full data's optimum; a
-prediction interval adds to each resample's law one rescaled residual of the fit, so it
-covers a new run's scatter as well as the law's uncertainty.
+closed form (with ``E_y >= 0``: an irreducible loss is not negative). So the search is
+over (``E_x``, ``kappa``) alone: the best point of a grid with ``K > 0`` starts a
+Levenberg-Marquardt refinement in ``logit(E_x / min L_x)`` and ``log kappa``, which keeps
+``E_x`` between 0 and the smallest ``L_x`` and ``kappa`` positive. Eliminating the two
+linear parameters is what makes it converge: with all four free, the steps crawl along the
+curved valley in which ``E_x``, ``kappa`` and ``E_y`` trade off. An ``E_x`` left at either
+end of its range, or an ``E_y`` at 0, is reported as not identified. The bootstrap
+resamples the runs and refits every resample at once (each a row of counts weighting the
+runs), started from the full data's optimum; a prediction interval adds to each
+resample's law one rescaled residual of the fit, so it covers a new run's scatter as well
+as the law's uncertainty.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def fit_loss_to_loss(x_runs: Sequence[RunRow | float], y_runs: Sequence[RunRow |
     law = {"K": K, "kappa": kappa, "E_x": E_x, "E_y": E_y, "runs": len(x),
            "residual_sd": float(np.sqrt(np.mean(residuals ** 2)) * scale),
            "loss_x_range": (floor, float(x.max())), "x_name": x_name, "y_name": y_name,
-           "at_bound": ("E_x",) if not _EDGE < fraction < 1 - _EDGE else ()}
+           "at_bound": (("E_x",) if not _EDGE < fraction < 1 - _EDGE else ())
+           + (("E_y",) if E_y <= 0 else ())}
     if bootstrap:
         law.update(_bootstrap(x, y, found[0], floor, residuals * scale, bootstrap, seed))
     return LossToLoss(**law)
@@ -192,14 +194,18 @@ def _sigmoid(s: Any) -> Any:
 
 def _projected(shape: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray,
                floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each row's (logit(E_x / min L_x), log kappa) (k, 2) and weights (k, n): K and E_y
-    by weighted least squares of L_y on ``(L_x - E_x) ** kappa``, and the residuals."""
+    """For each row's (logit(E_x / min L_x), log kappa) (k, 2) and weights (k, n): K and
+    E_y >= 0 by weighted least squares of L_y on ``(L_x - E_x) ** kappa``, and the
+    residuals. The problem is a convex quadratic in (K, E_y): where its minimum has
+    E_y < 0, the constrained one lies on E_y = 0 (a line through the origin)."""
     t = x - floor * _sigmoid(shape[:, :1])
     z = t ** np.exp(shape[:, 1:])
     sw, sz, sy = weights.sum(1), (weights * z).sum(1), weights @ y
-    cov = (weights * z) @ y - sz * sy / sw
-    K = cov / ((weights * z * z).sum(1) - sz ** 2 / sw)
+    szz, szy = (weights * z * z).sum(1), (weights * z) @ y
+    K = (szy - sz * sy / sw) / (szz - sz ** 2 / sw)
     E_y = (sy - K * sz) / sw
+    negative = E_y < 0
+    K, E_y = np.where(negative, szy / szz, K), np.where(negative, 0.0, E_y)
     return K, E_y, K[:, None] * z + E_y[:, None] - y
 
 
@@ -289,8 +295,9 @@ def _bootstrap(x: np.ndarray, y: np.ndarray, theta: np.ndarray, floor: float,
     ok = np.isfinite(found).all(1)
     natural = np.array([_natural(t, floor) for t in found[ok]]).reshape(-1, 4)
     noise = rng.choice(residuals, size=len(natural))
-    errors = {} if len(natural) < 2 else {
-        name: float(np.std(natural[:, i], ddof=1))
-        for i, name in enumerate(LOSS_TO_LOSS_PARAMETERS)}
+    with np.errstate(over="ignore"):  # a free parameter's resamples may be huge: se inf
+        errors = {} if len(natural) < 2 else {
+            name: float(np.std(natural[:, i], ddof=1))
+            for i, name in enumerate(LOSS_TO_LOSS_PARAMETERS)}
     return {"bootstrap_samples": tuple(tuple(float(v) for v in row) for row in natural),
             "noise": tuple(float(v) for v in noise), "standard_errors": errors}

@@ -66,18 +66,18 @@ class LossToLoss:
         kappa: its exponent (positive).
         E_x: the shift of ``L_x``, between 0 and the smallest fitted ``L_x``: the first
             distribution's irreducible loss as far as this law sees it.
-        E_y: the loss ``L_y`` tends to as ``L_x`` tends to ``E_x``.
+        E_y: the loss ``L_y`` tends to as ``L_x`` tends to ``E_x`` (not negative).
         runs: the number of paired runs fitted.
         standard_errors: each parameter's standard deviation over the bootstrap resamples
             (by name; empty without a bootstrap).
         residual_sd: the runs' root-mean-square scatter of ``L_y`` about the law, scaled
             by ``sqrt(n / (n - 4))`` for the four fitted parameters.
         loss_x_range: the smallest and largest fitted ``L_x``.
-        bootstrap_samples: each converged resample's (K, kappa, E_x, E_y).
+        bootstrap_samples: each resample's (K, kappa, E_x, E_y).
         noise: one draw of the runs' scatter per resample (a rescaled residual of the
             fit), added to that resample's law in a prediction interval.
         at_bound: the parameters the fit left at a bound of their range (``E_x`` at 0 or
-            at the smallest fitted ``L_x``): the runs do not pin them down.
+            at the smallest fitted ``L_x``, ``E_y`` at 0): the runs do not pin them down.
         x_name: what ``L_x`` is (a metric such as ``plays/bpb`` or a label); may be empty.
         y_name: what ``L_y`` is.
     """
@@ -121,7 +121,8 @@ class LossToLoss:
         return float(value) if np.ndim(value) == 0 else value
 
     def predict(self, loss_x: float, level: float = LEVEL) -> LossToLossPrediction:
-        """``L_y`` at ``loss_x`` with its prediction interval at ``level``."""
+        """``L_y`` at ``loss_x`` with its prediction interval at ``level``; ``loss_x`` must
+        lie above ``E_x``."""
         import numpy as np
 
         if not (isinstance(loss_x, (int, float)) and math.isfinite(loss_x)):
@@ -129,6 +130,10 @@ class LossToLoss:
         if not 0 < level < 1:
             raise LossToLossError(f"level={level!r}: give a probability between 0 and 1, "
                                   "such as 0.95")
+        if loss_x <= self.E_x:
+            raise LossToLossError(f"loss_x={loss_x:.6g} is at or below the law's E_x="
+                                  f"{self.E_x:.6g}, where it only gives its floor E_y; pair "
+                                  "runs that reach lower L_x")
         interval = (math.nan, math.nan)
         samples = np.array(self.bootstrap_samples, dtype=float)
         if samples.ndim == 2 and len(samples) >= 2:

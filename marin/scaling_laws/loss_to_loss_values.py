@@ -137,7 +137,8 @@ class LossToLoss:
         interval = (math.nan, math.nan)
         samples = np.array(self.bootstrap_samples, dtype=float)
         if samples.ndim == 2 and len(samples) >= 2:
-            draws = _law(*samples.T, float(loss_x)) + np.asarray(self.noise, dtype=float)
+            with np.errstate(over="ignore"):  # a free parameter's resample may overflow
+                draws = _law(*samples.T, float(loss_x)) + np.asarray(self.noise, dtype=float)
             tail = (1 - level) / 2 * 100
             low, high = np.percentile(draws, [tail, 100 - tail])
             interval = (float(low), float(high))

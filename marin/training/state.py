@@ -105,6 +105,16 @@ def make_traced_update_fn(optimizer: Any, dtype: Any, microbatches: int = 1
         make_traced_step(optimizer, dtype, microbatches), donate="all"))
 
 
+def make_packed_update_fn(optimizer: Any, dtype: Any, microbatches: int = 1
+                          ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
+    """``make_traced_update_fn``'s update vmapped over a leading axis of runs (a pack,
+    ``marin.training.packing``): a stacked state and one batch per run; one function per
+    program in this process, as there."""
+    key = ("pack", _optimizer_key(optimizer), jnp.dtype(dtype).name, microbatches)
+    return _programs.get(key, lambda: eqx.filter_jit(eqx.filter_vmap(
+        make_traced_step(optimizer, dtype, microbatches)), donate="all"))
+
+
 def make_traced_step(optimizer: Any, dtype: Any, microbatches: int = 1
                      ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
     """The body of ``make_traced_update_fn``'s update, not jitted: what a caller transforms

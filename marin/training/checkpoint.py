@@ -190,6 +190,13 @@ class Checkpoints:
 
     def close(self) -> None:
         self.wait()
+        # orbax cleans up an earlier attempt's temporary folders in a thread it awaits only
+        # before a save, and not in close(): a process that opened its checkpoints and exits
+        # without saving (an export refused in one line) would otherwise end while that
+        # thread still runs, which then logs an error at interpreter shutdown
+        cleanup = getattr(self._manager, "_cleanup_tmp_directory_future", None)
+        if cleanup is not None:
+            cleanup.result()
         self._manager.close()
         if self._remote is not None:
             self._remote.close()
@@ -218,7 +225,7 @@ def _restore(root: str, folder: str, step: int, like: Any, own) -> tuple[Any, di
     if own is not None:
         manager = own
     elif downloaded is not None:
-        manager = _manager(downloaded, None, 0, False)
+        manager = _manager(downloaded, None, False)
     else:
         manager = _manager(folder.rsplit("/", 1)[0], None, False, read_only=True)
     arrays, rest = eqx.partition(like, eqx.is_array)

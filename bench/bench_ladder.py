@@ -9,7 +9,8 @@ in an invocation of their own, timed. Printed: the four checks of the ladder aga
 scratch sweep (``tests/helpers/ladder_check.py`` says how each is computed), each with its
 goal, then both wall times. The prefix defaults to a temporary folder, removed afterwards
 unless ``--keep``; a prefix given is kept, and a second run in it skips what is done (its
-wall times are then those of the skips).
+wall times are then those of the skips, and (d) counts only what that run trained: nan when
+it trained nothing from scratch).
 """
 
 from __future__ import annotations

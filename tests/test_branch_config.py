@@ -219,3 +219,13 @@ def test_a_failed_parent_that_is_being_run_again_keeps_the_branch_waiting(tmp_pa
     _publish(run, 20)
     waiter.join(30)
     assert found == [str(run / "checkpoints")]
+
+
+def test_checkpoint_at_keeps_exactly_those_steps_and_the_last():
+    assert kept_steps(_stable(checkpoint_every=0, checkpoint_keep_every=0,
+                              checkpoint_at=(37, 61)).config) == [37, 61, 100]
+    assert kept_steps(_stable(checkpoint_at=[45, 45]).config) == [40, 45, 80, 90, 100]
+    for bad in (0, 101, 2.5):
+        with pytest.raises(TrainingConfigError, match=r"^TrainLmConfig.checkpoint_at holds "
+                           rf"{bad!r}: give steps of the run, from 1 to train_steps=100$"):
+            _stable(checkpoint_at=(bad,))

@@ -60,6 +60,14 @@ def test_keep_last_n_and_keep_every_k(tmp_path: Path):
     assert_same(restored, state(4))
 
 
+def test_keep_at_keeps_those_steps_besides_the_newest(tmp_path: Path):
+    checkpoints = Checkpoints(str(tmp_path), keep_last=1, keep_at=(3, 7))
+    for step in range(1, 10):
+        checkpoints.save(step, state(step), {"data_step": step})
+    checkpoints.close()
+    assert [s for s, _ in complete_checkpoints(str(tmp_path))] == [3, 7, 9]
+
+
 def test_a_restore_into_another_model_shape_names_the_checkpoint(tmp_path: Path):
     checkpoints = Checkpoints(str(tmp_path))
     checkpoints.save(1, state(1.0), {"data_step": 1})

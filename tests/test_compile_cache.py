@@ -136,3 +136,48 @@ def test_traced_hyperparameters_give_the_same_losses_as_constants(cache: Path, t
             state, out = update(state, jnp.asarray(loader.batch(step)))
             constants.append((float(out["loss"]), float(schedule(step))))
         assert trained == constants
+
+
+AGAIN = """
+import dataclasses, json, sys
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from marin.training import train_lm
+from marin.training.compilation import CacheEvents
+from tests.helpers.training import tiny_config
+out = Path({out!r})
+config = tiny_config(Path({cache!r}), out / "alone", train_steps=6, eval_every=3)
+other = dataclasses.replace(config, output_path=str(out / "other"), seed=7,
+                            optimizer=dataclasses.replace(config.optimizer, learning_rate=0.003))
+events = []
+for run in (config, other, dataclasses.replace(config, output_path=str(out / "again"))):
+    with CacheEvents() as counted:
+        train_lm(run)
+    events.append(counted.requests)
+print(json.dumps(events))
+"""
+
+
+def _losses(folder: Path) -> list[tuple[int, float, float | None]]:
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").open()]
+    return [(r["step"], r["train/loss"] if "train/loss" in r else r["eval/loss"],
+             r.get("compile_time")) for r in records if "train/loss" in r or "eval/loss" in r]
+
+
+def test_runs_of_one_shape_in_one_process_compile_once_with_the_same_losses(cache: Path,
+                                                                             tmp_path: Path):
+    """The second and third runs of a shape in a process reuse the first's compiled update
+    and evaluation (no compile request, no compile time); the third, the first's config
+    again, has its losses to the bit."""
+    env = {**os.environ, "MARIN_CACHE_DIR": str(tmp_path / "marin-cache"),
+           "JAX_PLATFORMS": "cpu"}
+    script = AGAIN.format(root=str(ROOT), cache=str(cache), out=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, other, again = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert first > 0 and other == 0 and again == 0
+    alone, repeated = _losses(tmp_path / "alone"), _losses(tmp_path / "again")
+    assert alone[0][2] is not None and all(r[2] is None for r in repeated)
+    assert [r[:2] for r in repeated] == [r[:2] for r in alone]
+    assert _losses(tmp_path / "other")[0][1] != alone[0][1]  # its own seed and data order

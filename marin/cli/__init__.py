@@ -7,9 +7,10 @@
 
 One module per command group, each with ``register(subparsers)``: ``executor``,
 ``scaling``, ``cache``, ``trace``, ``services`` (``services``, ``kv``, ``status``), ``logs``,
-``dashboard``, ``export``, ``gc`` (``gc``, ``du``, ``pin``, ``unpin``), ``plugins``,
-``hardware``, ``storage``. ``console`` is what they all print with (one-line errors, exit
-statuses, ``--json``); ``service_options`` the options the service commands share.
+``dashboard``, ``export``, ``evaluate`` (``eval``), ``gc`` (``gc``, ``du``, ``pin``,
+``unpin``), ``plugins``, ``hardware``, ``storage``. ``console`` is what they all print
+with (one-line errors, exit statuses, ``--json``); ``service_options`` the options the
+service commands share.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     from marin.cli import (
         cache,
         dashboard,
+        evaluate,
         executor,
         export,
         gc,
@@ -65,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
                                      "from a laptop to a cluster.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in (executor, plugins, storage, hardware, cache, scaling, dashboard, trace, gc,
-                  services, logs, export):
+                  services, logs, export, evaluate):
         group.register(sub)
     return parser
 

@@ -9,7 +9,8 @@ A task is a file of JSON lines, one item each: ``{"context": str, "choices": [st
 "gold": int}``; a cloze is a task whose choices are the candidate fillers. The scores
 (``marin.evaluation.scoring``: acc, acc_norm, bits per byte of the gold choice) need JAX;
 this package's ``__init__`` and ``marin.evaluation.tasks`` import none, so a config naming
-tasks can be built and hashed without it.
+tasks can be built and hashed without it. ``marin.evaluation.harness`` runs lm-eval-harness on
+the same files (``marin eval lm-eval``; the extra ``marin[lm-eval]``).
 """
 
 from __future__ import annotations

@@ -4,10 +4,13 @@
     suite.evaluate(model)   # {"lm_eval/plays-cloze/acc": ..., "lm_eval/plays-cloze/acc_norm":
                             #  ..., "lm_eval/plays-cloze/bpb": ..., "lm_eval/averages/acc": ...}
 
-Each choice is scored as lm-eval scores a continuation: the context and the choice are
-encoded apart and their tokens concatenated (the choice's text as written, so a choice
-that continues after a space starts with one); the log-likelihood is the sum of the log
-probabilities of the choice's tokens, each given every token before it. A sequence longer
+Each choice is scored as lm-eval (0.4) scores a continuation: whitespace at the end of the
+context moves to the start of the choice; the context is encoded, then the context and the
+choice together, and the choice's tokens are those of the whole after the context's count
+(so a token that spans the boundary counts as the choice's); the choice's text is taken as
+written (no separator is added: a choice that continues after a space starts with one). The
+log-likelihood is the sum of the log probabilities of the choice's tokens, each given every
+token before it. A sequence longer
 than the model's ``seq_len`` loses tokens of the context from its start; shorter ones are
 scored at the task's own length (its longest sequence, rounded up to a multiple of 16),
 which the model reads as it reads its training sequences' first tokens. Per item (lm-eval's
@@ -67,8 +70,7 @@ def encode_task(name: str, items: Sequence[TaskItem], encoder: Any, seq_len: int
     """The arrays of ``items`` under ``encoder`` (``marin.processing.tokenize.encoders``);
     a choice of ``seq_len`` tokens or more fails naming the task and the item."""
     width = max(len(item.choices) for item in items)
-    contexts = encoder.encode_batch([item.context for item in items])
-    choices = [encoder.encode_batch(list(item.choices)) for item in items]
+    contexts, choices = _encode_pairs(name, items, encoder)
     longest = max(len(c) + len(k) for c, ks in zip(contexts, choices, strict=True) for k in ks)
     length = min(seq_len, -(-longest // _LENGTH_STEP) * _LENGTH_STEP)
     tokens = np.zeros((len(items), width, length), np.int32)
@@ -85,6 +87,25 @@ def encode_task(name: str, items: Sequence[TaskItem], encoder: Any, seq_len: int
             choice_bytes[i, c] = len(item.choices[c].encode("utf-8"))
     return EncodedTask(name, tokens, mask, choice_bytes,
                        np.array([item.gold for item in items], np.int64), fingerprint)
+
+
+def _encode_pairs(name: str, items: Sequence[TaskItem], encoder: Any
+                  ) -> tuple[list[list[int]], list[list[list[int]]]]:
+    """Each item's context tokens and its choices' tokens, split as lm-eval's
+    ``TemplateLM._encode_pair`` splits them (the module's docstring)."""
+    stripped = [item.context.rstrip() for item in items]
+    contexts = encoder.encode_batch(stripped)
+    choices = []
+    for i, (item, context, tokens) in enumerate(zip(items, stripped, contexts, strict=True)):
+        moved = item.context[len(context):]
+        wholes = encoder.encode_batch([context + moved + choice for choice in item.choices])
+        choices.append([list(whole[len(tokens):]) for whole in wholes])
+        for c, choice in enumerate(choices[-1]):
+            if not choice:
+                raise TaskError(f"task {name!r} item {i + 1}: choice {c} "
+                                f"({item.choices[c]!r}) has no token of its own: it merges "
+                                "into the context's last token; start it with a space")
+    return contexts, choices
 
 
 def at_length(model: Any, length: int) -> Any:

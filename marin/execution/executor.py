@@ -302,8 +302,10 @@ class _Invocation:
             self._block_dependents(entry, started=False)
 
     def _submit_ready(self, ready: list[StepNode]) -> None:
-        """Submit ``ready``, each (with the ready steps it packs with) followed by the steps
-        that waited only for it to start."""
+        """Submit ``ready``, each with the ready steps it packs with, then the steps that
+        waited only for one of them to start. Those come after every step of ``ready``: a
+        dependent that waits inside its step (a branch waiting for its parent's checkpoint)
+        would otherwise hold a runner's slot while the steps behind it could run."""
         ready.reverse()
         while ready:
             node = ready.pop()
@@ -312,7 +314,7 @@ class _Invocation:
                                                self._settled and n not in self._submitted))
                 self._submit([self.plan.entry_of(n) for n in pack])
                 for member in pack:
-                    ready.extend(reversed(self._released(member, started=True)))
+                    ready[:0] = reversed(self._released(member, started=True))
 
     def _released(self, node: StepNode, started: bool) -> list[StepNode]:
         """The dependents that wait for nothing more, now that ``node`` has started (for

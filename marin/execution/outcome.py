@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from marin.execution.phases import PhaseTimes
 from marin.execution.states import StepState
 
 __all__ = ["StepOutcome"]
@@ -38,6 +39,9 @@ class StepOutcome:
     """The step's name; set by the executor from its plan."""
     output_path: str = ""
     """The step's output; set by the executor from its plan."""
+    phases: PhaseTimes | None = None
+    """Where the worker's time went (``marin.execution.phases``); None: not recorded (a
+    step that no worker ran here, or a runner that does not return it)."""
 
     def to_json(self) -> dict[str, Any]:
         """The step as ``--json`` output lists it."""

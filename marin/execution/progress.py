@@ -45,8 +45,13 @@ class FlopEta:
 
     The rate is the FLOPs of the steps finished so far over the time since the first
     estimated step started; the ETA is the FLOPs still to run at that rate. Steps that
-    declare no estimate count as steps but not as work.
+    declare no estimate count as steps but not as work. No ETA is given before a tenth of
+    the work is done (``ETA_AFTER``): until then the rate misses the work of long steps
+    still running (a ladder's stable runs, while their short branches finish first) and
+    would give hours for minutes.
     """
+
+    ETA_AFTER = 0.1  # the fraction of the estimated FLOPs done before an ETA is given
 
     def __init__(self) -> None:
         self.pending: dict[str, float] = {}
@@ -81,7 +86,9 @@ class FlopEta:
         return len(self.pending) - len(self.running)
 
     def eta_seconds(self) -> float | None:
-        if not self.flops_done or self._first_start is None:
+        total = self.flops_done + sum(self.pending.values())
+        if not self.flops_done or self._first_start is None or \
+                self.flops_done < self.ETA_AFTER * total:
             return None
         rate = self.flops_done / max(1e-9, time.monotonic() - self._first_start)
         return sum(self.pending.values()) / rate

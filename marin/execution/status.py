@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from marin.execution.config_tree import ConfigVisitor, Kind, long_int_problem
 from marin.execution.experiments import EXPERIMENT_MODULE_PREFIX
 from marin.execution.json_report import json_key
-from marin.execution.lease import host_name
+from marin.execution.lease import LeaseRecord, host_name
 from marin.execution.states import StepState
 from marin.execution.step import join_path
 
@@ -288,3 +288,19 @@ def current_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return str(os.getuid())
+
+
+def release_step(output_path: str, run_id: str, reason: str) -> None:
+    """Release a step whose worker a runner stopped from outside (killed its process):
+    CANCELLED status, no lease. Does nothing unless ``run_id`` holds the step's lease."""
+    from marin.storage import get_storage
+
+    storage = get_storage(output_path)
+    path = lease_path(output_path)
+    blob = storage.read(path)
+    record = None if blob is None else LeaseRecord.decode(blob.data)
+    if record is None or record.owner != run_id:
+        return
+    status = StatusRecord.now(StepState.CANCELLED, run_id, "", error=reason)
+    storage.write(status_path(output_path), status.encode())
+    storage.delete_if_unchanged(path, blob.token)

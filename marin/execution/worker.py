@@ -32,7 +32,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from marin.execution._faults import fault_point
@@ -46,8 +46,9 @@ from marin.execution.commit import (
 )
 from marin.execution.errors import one_line
 from marin.execution.exit_guard import exit_guard
-from marin.execution.lease import Lease, LeaseRecord, takeover_note
+from marin.execution.lease import Lease, takeover_note
 from marin.execution.outcome import StepOutcome
+from marin.execution.phases import Laps, recording
 from marin.execution.processes import StepChildren, leave_if_forked
 from marin.execution.shared import SharedFolder, adopted_attempt, published_by, shared_names
 from marin.execution.states import StepState
@@ -165,6 +166,18 @@ class ActiveSteps:
 
 
 def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome:
+    """The protocol above; the outcome carries where its time went (lease, start, the step
+    function's own phases, run, commit, release: ``marin.execution.phases``)."""
+    with recording() as clock:
+        laps = Laps()
+        try:
+            outcome = _execute_step(job, active, laps)
+        finally:
+            laps.end("release")
+    return replace(outcome, phases=clock.times())
+
+
+def _execute_step(job: StepJob, active: ActiveSteps | None, laps: Laps) -> StepOutcome:
     active = active if active is not None else ActiveSteps()
     storage = get_storage(job.output_path)
     if job.prefix is not None:  # before anything is written: a link may lead elsewhere
@@ -176,6 +189,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
     lease = item.lease
     started = time.monotonic()
     waiting = _acquire_or_finish(item, active)
+    laps.lap("lease")
     if waiting is not None:
         return waiting
     cancelled = StepOutcome(job.key, StepState.CANCELLED)
@@ -216,9 +230,11 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
             for name in shared_names(storage, job.output_path):
                 storage.delete_tree(join_path(job.output_path, name))
         children = StepChildren.start()
+        laps.lap("start")
         try:
             with exit_guard():
                 job.fn(job.config)
+            laps.lap("run")  # what the step's own phases leave out
         except BaseException as e:  # the step's own failure, whatever its type
             leave_if_forked(item.owner, _exit_code(e))
             tb, error = traceback.format_exc(), one_line(e, with_type=True)
@@ -252,6 +268,7 @@ def execute_step(job: StepJob, active: ActiveSteps | None = None) -> StepOutcome
         outputs = committed.outputs
         if outputs or not fresh or job.resume or storage.has_folders:
             storage.delete_tree(attempts_folder(job.output_path))
+        laps.lap("commit")
         notes = [] if outputs else [f"wrote no files under {job.output_path}"]
         notes += [resumed] if resumed else []
         if ended:
@@ -361,20 +378,6 @@ def _finished_elsewhere(job: StepJob, blob: Blob | None) -> StepOutcome | None:
                            f"failed in another executor ({record.run_id} on {record.host}): "
                            f"{record.error}", record.traceback)
     return None
-
-
-def release_step(output_path: str, run_id: str, reason: str) -> None:
-    """Release a step whose worker a runner stopped from outside (killed its process):
-    CANCELLED status, no lease. Does nothing unless ``run_id`` holds the step's lease."""
-    storage = get_storage(output_path)
-    path = lease_path(output_path)
-    blob = storage.read(path)
-    record = None if blob is None else LeaseRecord.decode(blob.data)
-    if record is None or record.owner != run_id:
-        return
-    status = StatusRecord.now(StepState.CANCELLED, run_id, "", error=reason)
-    storage.write(status_path(output_path), status.encode())
-    storage.delete_if_unchanged(path, blob.token)
 
 
 def _write_status(item: _Active, status: StepState, error: str | None = None,

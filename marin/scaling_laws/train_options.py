@@ -47,7 +47,9 @@ FROM_CANDIDATE = ("cache_path", "mixture", "model", "batch_size", "train_steps",
 #: fields the study sets from its own arguments
 FROM_STUDY = {"validation": "use isoflop_study(validation=...) to name the validation sets",
               "init_from": "a run branches from another's checkpoint where the study plans "
-                           "it (a cooldown of a stable run), not for every run"}
+                           "it (a cooldown of a stable run), not for every run",
+              "checkpoint_at": "a ladder's stable run keeps its branch points; give "
+                               "checkpoint_every for checkpoints of every run"}
 
 
 @dataclass(frozen=True)

@@ -89,22 +89,25 @@ class BranchPoint:
 def cooldown_config(parent: ExecutorStep, step: int, train_steps: int,
                     decay_shape: str = "1-sqrt") -> Any:
     """The config of a cooldown of the training step ``parent``: its config, branched at
-    ``step`` to train to ``train_steps`` with a decay of ``decay_shape``."""
+    ``step`` to train to ``train_steps`` with a decay of ``decay_shape`` (the parent's
+    ``checkpoint_at``, its branch points, are not the branch's)."""
     config = parent.config
     return dataclasses.replace(
-        config, train_steps=train_steps,
+        config, train_steps=train_steps, checkpoint_at=(),
         optimizer=dataclasses.replace(config.optimizer, decay_shape=decay_shape),
         init_from=BranchPoint(output_path_of(parent, blocking=False), step))
 
 
 def kept_steps(config: Any) -> list[int]:
     """The steps of the checkpoints a run of ``config`` keeps once it is done: the last
-    ``checkpoint_keep`` it saves and every multiple of ``checkpoint_keep_every`` among
-    them. A kept step is never deleted while the run goes on, so a branch can wait for it."""
+    ``checkpoint_keep`` it saves, every multiple of ``checkpoint_keep_every`` among them and
+    the steps of ``checkpoint_at``. A kept step is never deleted while the run goes on, so a
+    branch can wait for it."""
     end, every = config.train_steps, config.checkpoint_every
-    saved = [*range(every, end, every), end] if every else [end]
+    at = set(config.checkpoint_at)
+    saved = sorted({*(range(every, end, every) if every else ()), *at, end})
     keep_every = config.checkpoint_keep_every
-    return sorted(set(saved[-config.checkpoint_keep:])
+    return sorted(set(saved[-config.checkpoint_keep:]) | at
                   | {s for s in saved if keep_every and s % keep_every == 0})
 
 
@@ -151,7 +154,8 @@ def _check_against(config: Any, parent: Any, k: int, name: str) -> None:
             f"(it keeps steps {shown}, of checkpoint_every={parent.checkpoint_every}, "
             f"checkpoint_keep={parent.checkpoint_keep}, checkpoint_keep_every="
             f"{parent.checkpoint_keep_every}): branch at one of them, or give the parent a "
-            f"checkpoint_every and checkpoint_keep_every that divide {k}")
+            f"checkpoint_every and checkpoint_keep_every that divide {k}, or checkpoint_at="
+            f"({k},)")
     for field in SHARED_FIELDS:
         if getattr(config, field) != getattr(parent, field):
             raise BranchError(f"TrainLmConfig.{field} differs from the parent {name!r}'s: a "

@@ -23,8 +23,8 @@ leaf order) and ``meta`` (JSON: data position and anything else). It counts only
 orbax has committed it: on a local disk the folder is written under a temporary name and
 renamed when complete; on GCS it gets its commit marker last. A save cut short (a run killed
 mid-write) leaves a temporary folder that is never read and is cleaned up by the next run.
-Old checkpoints are deleted after each commit, except the ``keep_last`` newest and every
-step that is a multiple of ``keep_every``.
+Old checkpoints are deleted after each commit, except the ``keep_last`` newest, every
+step that is a multiple of ``keep_every`` and the steps of ``keep_at``.
 
 Multi-host (``jax.process_count() > 1``): every process calls ``save`` and ``restore``
 alike (orbax's barriers pair the calls), each writing and reading its own devices' shards;
@@ -45,6 +45,8 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import equinox as eqx
@@ -88,10 +90,11 @@ class Checkpoints:
         keep_last: how many of the newest complete checkpoints to keep (>= 1).
         keep_every: also keep every checkpoint whose step is a multiple of this (0: none).
         asynchronous: write in the background (False: ``save`` returns once committed).
+        keep_at: also keep the checkpoints of these steps (a stable run's branch points).
     """
 
     def __init__(self, root: str, keep_last: int = 2, keep_every: int = 0,
-                 asynchronous: bool = True):
+                 asynchronous: bool = True, keep_at: Collection[int] = ()):
         if keep_last < 1:
             raise CheckpointError(f"keep_last must be at least 1, got {keep_last}")
         root = normalize_url(root)  # one spelling: no trailing slash, no file://, gcs:// as gs://
@@ -114,13 +117,13 @@ class Checkpoints:
         self._own = self.root if self._shared is None else self._shared.own
         self._remote = _Staged(self._own) if self.root.startswith("s3://") else None
         self._after = _Background()  # publishes (and prunes) each step once committed
+        self._keep = _Retention(keep_last, keep_every, frozenset(keep_at))
         if self._remote is not None:  # staging keeps only the step being uploaded
-            self._manager = _manager(self._remote.staging, 1, 0, asynchronous)
+            self._manager = _manager(self._remote.staging, _Retention(1), asynchronous)
         elif self._shared is not None:  # deletes are the lease holder's (see _publish)
-            self._manager = _manager(self._own, None, 0, asynchronous)
+            self._manager = _manager(self._own, None, asynchronous)
         else:
-            self._manager = _manager(self.root, keep_last, keep_every, asynchronous)
-        self._keep = (keep_last, keep_every)
+            self._manager = _manager(self.root, self._keep, asynchronous)
 
     def latest_step(self) -> int | None:
         steps = self.steps()
@@ -164,11 +167,9 @@ class Checkpoints:
         entry = os.path.basename(step_folder("", step))
         if not self._shared.publish(entry, {"step": step}):
             return  # taken over: the holder's steps are the ones that count
-        keep_last, keep_every = self._keep
         steps = sorted(s for s, _ in complete_checkpoints(self.root))
-        for old in steps[:-keep_last]:
-            if not (keep_every and old % keep_every == 0):
-                self._shared.prune(os.path.basename(step_folder("", old)))
+        for old in self._keep.dropped(steps):
+            self._shared.prune(os.path.basename(step_folder("", old)))
 
     def _prune_remote(self, step: int) -> None:
         assert self._remote is not None
@@ -219,7 +220,7 @@ def _restore(root: str, folder: str, step: int, like: Any, own) -> tuple[Any, di
     elif downloaded is not None:
         manager = _manager(downloaded, None, 0, False)
     else:
-        manager = _manager(folder.rsplit("/", 1)[0], None, 0, False, read_only=True)
+        manager = _manager(folder.rsplit("/", 1)[0], None, False, read_only=True)
     arrays, rest = eqx.partition(like, eqx.is_array)
     targets = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
                for x in jax.tree.leaves(arrays)]
@@ -278,18 +279,35 @@ def _download(folder: str) -> str:
     return local
 
 
-def _manager(directory: str, keep_last: int | None, keep_every: int, asynchronous: bool,
+@dataclass(frozen=True)
+class _Retention:
+    """Which checkpoints a run keeps: the ``last`` newest, every multiple of ``every`` (0:
+    none) and the steps ``at``."""
+
+    last: int
+    every: int = 0
+    at: frozenset[int] = frozenset()
+
+    def dropped(self, steps: list[int]) -> list[int]:
+        """The steps of ``steps`` (oldest first) that retention deletes."""
+        return [s for s in steps[:-self.last]
+                if not (self.every and s % self.every == 0) and s not in self.at]
+
+
+def _manager(directory: str, keep: _Retention | None, asynchronous: bool,
              read_only: bool = False):
-    """An orbax manager on ``directory``; ``keep_last`` None: it deletes nothing."""
+    """An orbax manager on ``directory``; ``keep`` None: it deletes nothing."""
     import orbax.checkpoint as ocp
     from orbax.checkpoint import checkpoint_managers as policies
 
     retention: dict[str, Any] = {}
-    if keep_last is not None:
-        keep: list[Any] = [policies.LatestN(n=keep_last)]
-        if keep_every:
-            keep.append(policies.EveryNSteps(keep_every))
-        retention["preservation_policy"] = policies.AnyPreservationPolicy(keep)
+    if keep is not None:
+        kept: list[Any] = [policies.LatestN(n=keep.last)]
+        if keep.every:
+            kept.append(policies.EveryNSteps(keep.every))
+        if keep.at:
+            kept.append(policies.CustomSteps(sorted(keep.at)))
+        retention["preservation_policy"] = policies.AnyPreservationPolicy(kept)
     options = ocp.CheckpointManagerOptions(
         step_prefix=PREFIX, step_format_fixed_length=8, create=not read_only,
         cleanup_tmp_directories=not read_only, enable_async_checkpointing=asynchronous,
@@ -351,14 +369,12 @@ class _Staged:
         self.fs.pipe(join_url(target, COMPLETE), b"ok")
         after(step)
 
-    def prune(self, keep: tuple[int, int]) -> None:
-        keep_last, keep_every = keep
+    def prune(self, keep: _Retention) -> None:
         steps = [s for s, _ in complete_checkpoints(self.root)]
-        for step in steps[:-keep_last]:
-            if not (keep_every and step % keep_every == 0):
-                folder = step_folder(self.path, step)
-                self.fs.rm(join_url(folder, COMPLETE))  # no longer counts, then goes
-                self.fs.rm(folder, recursive=True)
+        for step in keep.dropped(steps):
+            folder = step_folder(self.path, step)
+            self.fs.rm(join_url(folder, COMPLETE))  # no longer counts, then goes
+            self.fs.rm(folder, recursive=True)
 
     def wait(self) -> None:
         try:

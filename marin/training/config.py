@@ -112,6 +112,8 @@ class TrainLmConfig:
         checkpoint_keep: how many of the newest checkpoints to keep.
         checkpoint_keep_every: also keep every checkpoint whose step is a multiple of this
             (0: none), for example to study a run's history.
+        checkpoint_at: steps at which the run also saves a checkpoint and keeps it, for
+            example a stable run's branch points (``marin.training.branching``).
         async_checkpoints: write checkpoints in the background while training goes on.
         log_every: steps between progress lines when output is not a terminal.
         hardware: preset whose peak FLOP/s is the MFU denominator.
@@ -157,6 +159,7 @@ class TrainLmConfig:
     checkpoint_every: int = unversioned_field(default=0)
     checkpoint_keep: int = unversioned_field(default=2)
     checkpoint_keep_every: int = unversioned_field(default=0)
+    checkpoint_at: tuple[int, ...] = unversioned_field(default=())
     async_checkpoints: bool = unversioned_field(default=True)
     log_every: int = unversioned_field(default=50)
     hardware: str = unversioned_field(default="cpu")
@@ -173,6 +176,7 @@ class TrainLmConfig:
         # lists from a parsed config become tuples: the config stays hashable and frozen
         object.__setattr__(self, "mixture", tuple(self.mixture))
         object.__setattr__(self, "validation", tuple(self.validation))
+        object.__setattr__(self, "checkpoint_at", tuple(sorted(set(self.checkpoint_at))))
         _check_data(self.cache_path, self.mixture)
         _check_validation(self.validation)
         _check_tasks(self.tasks, self.tokenizer)
@@ -180,6 +184,12 @@ class TrainLmConfig:
             if getattr(self, name) <= 0:
                 raise TrainingConfigError(f"TrainLmConfig.{name} must be positive, got "
                                           f"{getattr(self, name)}")
+        for step in self.checkpoint_at:
+            if isinstance(step, bool) or not isinstance(step, int) or \
+                    not 0 < step <= self.train_steps:
+                raise TrainingConfigError(
+                    f"TrainLmConfig.checkpoint_at holds {step!r}: give steps of the run, "
+                    f"from 1 to train_steps={self.train_steps}")
         if self.microbatch_size is not None:
             if isinstance(self.microbatch_size, bool) or not isinstance(
                     self.microbatch_size, int) or self.microbatch_size <= 0:

@@ -40,15 +40,18 @@ Hook = Callable[[int, Any, dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class Every:
-    """Run ``hook`` after every ``every``-th step, except at ``until`` (the end, which the
-    trainer handles once for every hook); ``every`` 0: never."""
+    """Run ``hook`` after every ``every``-th step and after each step of ``at``, except at
+    ``until`` (the end, which the trainer handles once for every hook); ``every`` 0: only
+    at ``at``."""
 
     every: int
     hook: Hook
     until: int | None = None
+    at: frozenset[int] = frozenset()
 
     def __call__(self, done: int, state: Any, record: dict[str, Any]) -> None:
-        if self.every and done % self.every == 0 and done != self.until:
+        if ((self.every and done % self.every == 0) or done in self.at) and \
+                done != self.until:
             self.hook(done, state, record)
 
 

@@ -52,7 +52,7 @@ from marin.training.config import (
 from marin.training.data import training_data
 from marin.training.optimizer import Optimizer
 from marin.training.pack_steps import PackShape, check_pack_fits, pack_shape
-from marin.training.state import CompileClock, TrainerState, make_traced_step
+from marin.training.state import CompileClock, TrainerState, make_packed_update_fn
 from marin.training.summary import RunSummary, write_summary
 from marin.training.trainer import _check_config, _Run, _summary, explain_out_of_memory
 
@@ -134,9 +134,8 @@ class _Pack:
         config = configs[0]
         params = eqx.filter(runs[0].model, eqx.is_inexact_array)
         optimizer = Optimizer.of(config.optimizer, config.train_steps, params)
-        step = make_traced_step(optimizer, jnp.dtype(config.compute_dtype),
-                                pack_shape(config).micro_steps)
-        self.update = eqx.filter_jit(eqx.filter_vmap(step), donate="all")
+        self.update = make_packed_update_fn(optimizer, jnp.dtype(config.compute_dtype),
+                                            pack_shape(config).micro_steps)
         self.errors: dict[int, TrainingDivergedError] = {}
         self.last_loss = [math.nan] * len(runs)
 

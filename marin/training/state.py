@@ -35,6 +35,7 @@ tokens (no padding, no masks), so the mean of the slices' token means is the bat
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -96,8 +97,22 @@ def make_update_fn(tx: Any, z_weight: float, dtype: Any, microbatches: int = 1
 def make_traced_update_fn(optimizer: Any, dtype: Any, microbatches: int = 1
                           ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
     """As ``make_update_fn``, for an ``Optimizer`` whose values the state carries
-    (``state.hyper``); the metrics also hold the step's ``learning_rate``."""
-    return eqx.filter_jit(make_traced_step(optimizer, dtype, microbatches), donate="all")
+    (``state.hyper``); the metrics also hold the step's ``learning_rate``. One function per
+    program in this process (see ``_programs``): a later run of the same optimizer, dtype
+    and micro-steps gets the function an earlier one compiled."""
+    key = ("update", _optimizer_key(optimizer), jnp.dtype(dtype).name, microbatches)
+    return _programs.get(key, lambda: eqx.filter_jit(
+        make_traced_step(optimizer, dtype, microbatches), donate="all"))
+
+
+def make_packed_update_fn(optimizer: Any, dtype: Any, microbatches: int = 1
+                          ) -> Callable[[TrainerState, jax.Array], tuple[TrainerState, dict]]:
+    """``make_traced_update_fn``'s update vmapped over a leading axis of runs (a pack,
+    ``marin.training.packing``): a stacked state and one batch per run; one function per
+    program in this process, as there."""
+    key = ("pack", _optimizer_key(optimizer), jnp.dtype(dtype).name, microbatches)
+    return _programs.get(key, lambda: eqx.filter_jit(eqx.filter_vmap(
+        make_traced_step(optimizer, dtype, microbatches)), donate="all"))
 
 
 def make_traced_step(optimizer: Any, dtype: Any, microbatches: int = 1
@@ -169,13 +184,55 @@ def _gradients(model: TransformerLM, tokens: jax.Array, z_weight: Any, dtype: An
 
 
 def make_eval_fn(dtype: Any) -> Callable[[TransformerLM, jax.Array], jax.Array]:
-    """The jitted mean next-token NLL of a batch (nothing donated)."""
+    """The jitted mean next-token NLL of a batch (nothing donated); one per dtype in this
+    process, as ``make_traced_update_fn``."""
 
-    @eqx.filter_jit
-    def evaluate(model: TransformerLM, tokens: jax.Array) -> jax.Array:
-        return loss_fn(model, tokens, 0.0, dtype)[1]
+    def build() -> Callable[[TransformerLM, jax.Array], jax.Array]:
+        @eqx.filter_jit
+        def evaluate(model: TransformerLM, tokens: jax.Array) -> jax.Array:
+            return loss_fn(model, tokens, 0.0, dtype)[1]
 
-    return evaluate
+        return evaluate
+
+    return _programs.get(("eval", jnp.dtype(dtype).name), build)
+
+
+class _Programs:
+    """The jitted functions of this process, by everything their closure holds that shapes
+    their programs; each keeps its compiled programs by the shapes it was called with.
+
+    Design note: ``eqx.filter_jit`` keeps what it traced and compiled in the function
+    object, so a run that made a new one traced and compiled (or loaded from the persistent
+    cache, ``marin.training.compilation``) again: about a second of CPU per run for a tiny
+    model, more than its steps. Runs of one shape in one process (a study under the local
+    runner) now share the function, so only the first traces. The key holds every value the
+    function closes over; what else shapes a program (the model's and the batch's shapes and
+    dtypes, the static fields) is jit's own key. The newest ``SIZE`` functions are kept."""
+
+    SIZE = 32
+
+    def __init__(self) -> None:
+        self._functions: dict[Any, Callable] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, build: Callable[[], Callable]) -> Callable:
+        with self._lock:
+            function = self._functions.pop(key, None) or build()
+            self._functions[key] = function  # the newest last
+            while len(self._functions) > self.SIZE:
+                del self._functions[next(iter(self._functions))]
+            return function
+
+
+_programs = _Programs()
+
+
+def _optimizer_key(optimizer: Any) -> tuple:
+    """An ``Optimizer`` as a hashable value: its fields, its labels' tree and leaves."""
+    fields = {f.name: getattr(optimizer, f.name) for f in dataclasses.fields(optimizer)}
+    labels = fields.pop("labels")
+    return (tuple(sorted(fields.items())), jax.tree.structure(labels),
+            tuple(jax.tree.leaves(labels)))
 
 
 class CompileClock:

@@ -14,7 +14,8 @@ step time, total tokens and GFLOPs, wall-clock time, gradient norm; ``eval/loss`
 ``tasks``, ``lm_eval/<task>/acc``, ``acc_norm``, ``bpb`` and ``lm_eval/averages/*``, see
 ``marin.evaluation``),
 ``summary.json`` (a ``RunSummary``: params, tokens, FLOPs, final train and eval figures,
-tokens per mixture component: what the scaling fits read), ``checkpoints/`` (asynchronous,
+tokens per mixture component: what the scaling fits read), ``phases.json`` (where the
+run's time went, per phase: ``marin.execution.phases``), ``checkpoints/`` (asynchronous,
 sharded: see ``marin.training.checkpoint``), whatever the run's ``trackers`` write
 (``marin.trackers``) and, when asked, a JAX profile of a step range.
 
@@ -45,17 +46,17 @@ import time
 from typing import Any
 
 import equinox as eqx
-import haliax as hax
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from marin.execution import resumable
 from marin.execution.packs import packable
+from marin.execution.phases import PHASES, Laps, phase, recording
 from marin.models.transformer import TransformerLM
 from marin.processing.tokenize.loader import DataLoader, MixtureDataset, TokenCacheDataset
 from marin.services.log_service.handler import install_from_env
-from marin.storage.files import join_url
+from marin.storage.files import atomic_write, join_url
 from marin.training import metric_names as names
 from marin.training.branching import wait_for_branch_point
 from marin.training.checkpoint import Checkpoints, read_checkpoint, step_folder
@@ -76,6 +77,7 @@ from marin.training.evaluation import Validation
 from marin.training.hooks import Every, Hook, MetricsLog, Profiler, open_trackers, progress_bar
 from marin.training.optimizer import Optimizer
 from marin.training.pack_steps import TRAIN_PACK
+from marin.training.sharding import Sharding as _Sharding
 from marin.training.state import (
     CompileClock,
     TrainerState,
@@ -110,25 +112,45 @@ def explain_out_of_memory(error: Exception, batch_size: int, devices: int
 @packable(TRAIN_PACK)  # with --pack N, ready steps of one PackShape train as one pack
 def train_lm(config: TrainLmConfig) -> RunSummary:
     """Train, checkpoint, evaluate; resume from the latest complete checkpoint."""
+    with recording() as clock:  # the run's phases, into phases.json
+        laps = Laps()
+        try:
+            summary, primary = _train(config, laps)
+        finally:
+            laps.end("summary")
+    if primary:
+        with atomic_write(join_url(config.output_path, PHASES), "wb") as f:
+            f.write(clock.times().encode())
+    return summary
+
+
+def _train(config: TrainLmConfig, laps: Laps) -> tuple[RunSummary, bool]:
     install_from_env()  # logs and metrics to the log service, when $MARIN_LOGGER is set
     _check_config(config)
     hosts = start_distributed()  # one process of several in a multi-host step
     use_compilation_cache(compilation_cache_folder(config.compilation_cache))
+    laps.lap("setup")
     data = training_data(config)
+    laps.lap("data_open")
     run = _Run(config, hosts)
     summary: RunSummary | None = None
     try:
         state, start = run.restore_or_init()
+        laps.lap("restore_or_init")
         state, last_loss = run.train(state, data, start)
+        laps.lap("loop")  # what the steps' and hooks' own phases leave out
         final = run.finish(state)
         summary = _summary(config, last_loss, final, run.metrics, data, run.validation,
                            run.tasks)
     finally:
+        laps.lap("summary")
         run.checkpoints.close()  # the last save is committed before the step counts as done
+        laps.lap("checkpoint")
         run.metrics.trackers.close(summary.to_json() if summary is not None else {})
+        laps.lap("trackers")
     if hosts.primary:
         write_summary(config.output_path, summary)
-    return summary
+    return summary, hosts.primary
 
 
 class _Run:
@@ -137,12 +159,14 @@ class _Run:
     def __init__(self, config: TrainLmConfig, hosts: Hosts = ONE_HOST):
         self.config = config
         self.hosts = hosts
+        laps = Laps()
         dtype = jnp.dtype(config.compute_dtype)
         # first, before any work: the micro-steps of gradient accumulation, for the devices
         # of every host (a batch they cannot split is refused in one line)
         micro_steps = check_batch_layout(config.batch_size, jax.local_device_count(),
                                          config.microbatch_size, hosts=hosts.count)
         self.model = TransformerLM.init(config.model, key=jax.random.PRNGKey(config.seed))
+        laps.lap("model_init")
         # hyperparameters that change no shape are inputs of the update, carried by the
         # state: another learning rate or run length reuses the compiled program
         # a branch's first step: its schedule is the decay from there (0: from scratch)
@@ -154,16 +178,20 @@ class _Run:
         self.tx = optimizer.transformation(self.hyper)
         self.update = make_traced_update_fn(optimizer, dtype, micro_steps)
         self.sharding = _Sharding(config.batch_size, hosts)
+        laps.lap("optimizer")
         # a bad task file fails here, before the trackers start (None: no tasks)
         self.tasks = task_suite(config, dtype, self.sharding.place_eval)
+        laps.lap("evaluation_open")
+        trackers = open_trackers(config) if hosts.primary else None
+        laps.lap("trackers")
         self.metrics = MetricsLog(join_url(config.output_path, "metrics.jsonl"),
-                                  config.log_every,
-                                  open_trackers(config) if hosts.primary else None,
-                                  primary=hosts.primary)
+                                  config.log_every, trackers, primary=hosts.primary)
+        laps.lap("metrics")
         sets = validation_sets(config)
         self.validation = Validation(sets, make_eval_fn(dtype), config.batch_size,
                                      config.eval_batches, self.sharding.place_eval
                                      ) if sets else None
+        laps.lap("evaluation_open")
         profile = join_url(config.output_path, "profile")
         if hosts.count > 1:  # each host's profile apart: one machine may hold several
             profile = join_url(profile, f"host-{hosts.index}")
@@ -174,13 +202,18 @@ class _Run:
         self.checkpoints = Checkpoints(join_url(config.output_path, "checkpoints"),
                                        keep_last=config.checkpoint_keep,
                                        keep_every=config.checkpoint_keep_every,
+                                       keep_at=config.checkpoint_at,
                                        asynchronous=config.async_checkpoints)
+        laps.lap("checkpoint")
         end = config.train_steps
-        self.hooks: list[Hook] = [self.metrics.hook,
-                                  Every(config.checkpoint_every, self._checkpoint, until=end)]
+        self.hooks: list[Hook] = [_timed("metrics", self.metrics.hook),
+                                  Every(config.checkpoint_every, self._checkpoint, until=end,
+                                        at=frozenset(config.checkpoint_at))]
         for scorer in (self.tasks, self.validation):  # evaluation adds to the record stored
             if scorer is not None:
-                self.hooks.insert(0, Every(config.eval_every, scorer.hook, until=end))
+                self.hooks.insert(0, Every(config.eval_every, _timed("evaluation", scorer.hook),
+                                           until=end))
+        laps.end("build")
 
     def restore_or_init(self) -> tuple[TrainerState, int]:
         """The state at the latest complete checkpoint (a branch without one of its own:
@@ -222,8 +255,8 @@ class _Run:
         progress = progress_bar(config.train_steps, start) if hosts.primary else \
             (lambda step, loss: None)
         last_loss = math.nan
-        for step in range(start, config.train_steps):
-            with self.profiler.around(step):
+        for step in range(start, config.train_steps):  # the first step compiles (or loads)
+            with phase("first_step" if step == start else "steps"), self.profiler.around(step):
                 _, batch = next(batches)
                 state, record = self._step(state, batch, step)
             last_loss = record[names.TRAIN_LOSS]
@@ -238,7 +271,8 @@ class _Run:
         final: dict[str, Any] = {}
         for scorer in (self.validation, self.tasks):
             if scorer is not None:
-                final.update(scorer.evaluate(state.model))
+                with phase("evaluation"):
+                    final.update(scorer.evaluate(state.model))
         if final:
             self.metrics.add({"step": self.config.train_steps, **final})
         self._checkpoint(self.config.train_steps, state, {})
@@ -281,8 +315,10 @@ class _Run:
         return record
 
     def _checkpoint(self, done: int, state: TrainerState, record: dict[str, Any]) -> None:
-        self.metrics.flush()  # first: a complete checkpoint implies its metrics are stored
-        self.checkpoints.save(done, (state.model, state.opt_state), {"data_step": done})
+        with phase("metrics"):
+            self.metrics.flush()  # first: a complete checkpoint implies its metrics are stored
+        with phase("checkpoint"):
+            self.checkpoints.save(done, (state.model, state.opt_state), {"data_step": done})
 
     def _diverged(self, loss: float, step: int) -> None:
         self.checkpoints.wait()
@@ -295,57 +331,14 @@ class _Run:
             "or max_grad_norm, or raise warmup_fraction")
 
 
-class _Sharding:
-    """Data parallelism plus FSDP over every device of every host.
+def _timed(name: str, hook: Hook) -> Hook:
+    """``hook``, its time recorded as phase ``name``."""
 
-    One mesh axis, ``data``, spans every device: batches are split along their batch axis,
-    and every parameter (and its optimizer state) with an ``embed`` axis is split along it
-    (the haliax axis mapping ``{"embed": "data"}``), so each device holds 1/n of the model.
-    XLA inserts the all-gathers and reduce-scatters. On one device nothing is placed. With
-    several hosts each passes only its slice of a batch (``place_batch``): the global array
-    is made of every host's part (``jax.make_array_from_process_local_data``).
-    """
+    def timed(done: int, state: Any, record: dict[str, Any]) -> None:
+        with phase(name):
+            hook(done, state, record)
 
-    PARAMETER_MAPPING = {"embed": "data"}
-
-    def __init__(self, batch_size: int, hosts: Hosts = ONE_HOST):
-        devices = jax.devices()
-        self.count = len(devices)
-        self.hosts = hosts
-        self.batch_size = batch_size
-        self.mesh = jax.sharding.Mesh(np.array(devices), ("data",))
-        self.batch = jax.sharding.NamedSharding(self.mesh,
-                                                jax.sharding.PartitionSpec("data", None))
-
-    def place_state(self, state: Any) -> Any:
-        if self.count == 1:
-            return state
-        with hax.partitioning.set_mesh(self.mesh):
-            state = hax.shard(state, self.PARAMETER_MAPPING)
-        # What the mapping leaves on one device (step counts, the hyperparameters) is
-        # copied to every device: the update's outputs are, and an input placed otherwise
-        # would compile the update a second time at the next step.
-        everywhere = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec())
-        return jax.tree.map(lambda x: x if not isinstance(x, jax.Array) or isinstance(
-            x.sharding, jax.sharding.NamedSharding) else jax.device_put(x, everywhere), state)
-
-    def place_batch(self, batch: np.ndarray) -> jax.Array:
-        """This host's rows of a global batch (all of it on one host), on the devices."""
-        if self.count == 1:
-            return jnp.asarray(batch)
-        if self.hosts.count == 1:
-            return jax.device_put(batch, self.batch)
-        return jax.make_array_from_process_local_data(
-            self.batch, batch, (self.batch_size, *batch.shape[1:]))
-
-    def place_eval(self, batch: np.ndarray) -> jax.Array:
-        """A whole evaluation batch, which every host holds: split over the devices when it
-        divides evenly, else a copy on each (the last batch of a small set)."""
-        if self.hosts.count == 1:
-            return jnp.asarray(batch)
-        spec = ("data", None) if len(batch) % self.count == 0 else ()
-        sharding = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(*spec))
-        return jax.make_array_from_callback(batch.shape, sharding, lambda index: batch[index])
+    return timed
 
 
 def _committed(leaf: Any) -> Any:

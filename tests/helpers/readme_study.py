@@ -1,7 +1,8 @@
-"""The README's main job, reduced: the graph of ``experiments/isoflop_tiny.py`` on five plays
-and a fifth of the Python documentation's topics, a smaller vocabulary and budgets about
-twenty times smaller, run the way the main job runs (a script whose ``Experiment`` prints
-the study's summary after ``executor_main``), in a subprocess.
+"""The README's main job, reduced: the graph of ``experiments/isoflop_tiny.py`` (its schedule
+and two held-out budgets, 2x and 8x past the fit) on five plays and a fifth of the Python
+documentation's topics, a smaller vocabulary, three budgets about twenty times smaller, run
+the way the main job runs (a script whose ``Experiment`` prints the study's summary after
+``executor_main``), in a subprocess.
 
     root, printed = run_reduced_study(tmp_path)   # local_store/ under root; printed lines
     steps = reduced_study()                       # its graph (run it with root as cwd)
@@ -28,7 +29,7 @@ __all__ = ["BUDGETS", "HELD_OUT", "HEURISTIC", "SCRIPT", "VOCAB", "reduced_study
 
 VOCAB = 300
 BUDGETS = (1.25e9, 2.5e9, 5e9)  # three candidates each (hidden 4, 8, 12), all bracketing
-HELD_OUT = 1e10
+HELD_OUT = (1e10, 4e10)  # 2x and 8x past the largest budget, as the main job's
 # the main job's heuristic on shorter sequences and larger batches, with smaller models
 HEURISTIC = isoflop_tiny.HEURISTIC.with_overrides(
     vocab_size=VOCAB, seq_len=32, min_hidden=4, max_hidden=12, min_batch_size=32,
@@ -54,6 +55,7 @@ def reduced_study() -> IsoFlopStudy:
     return isoflop_study(isoflop_tiny.NAME, {**corpora, "mix": isoflop_tiny.CORPORA["mix"]},
                          BUDGETS, HEURISTIC, tokenizer_vocab_size=VOCAB, predict_budget=HELD_OUT,
                          bootstrap=20, replicates=isoflop_tiny.REPLICATES,
+                         schedule=isoflop_tiny.SCHEDULE,
                          train_options={"compute_dtype": "float32", "eval_batches": 2,
                                         "log_every": 1000})
 

@@ -50,8 +50,9 @@ from marin.execution.pack_worker import execute_pack
 from marin.execution.runners.base import Runner, unimportable_module
 from marin.execution.runners.local import LocalRunner
 from marin.execution.states import StepState
+from marin.execution.status import release_step
 from marin.execution.step import StepResources
-from marin.execution.worker import ActiveSteps, StepJob, execute_step, release_step
+from marin.execution.worker import ActiveSteps, StepJob, execute_step
 
 __all__ = ["ActiveSteps", "GangError", "GangMember", "LocalRunner", "Runner", "StepJob",
            "StepOutcome", "StepResources", "StepState", "as_gang", "execute_pack",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution import this_output_path
+from marin.execution import added_field, this_output_path
 from marin.scaling_laws.candidates import CandidateConfig
 from marin.scaling_laws.scaling_heuristics import ScalingHeuristic
 from marin.training.config import TrainLmConfig
@@ -156,6 +156,11 @@ class PredictionConfig:
         train_options: ``TrainLmConfig`` fields applied to the run (as for the sweep).
         eval_points: evaluations during the run.
         output_path: where ``prediction.json`` and the run (``run/``) go.
+        cooldown: in a ladder study, ``(decay_shape, fraction)`` of its cooldowns: the
+            held-out run, trained from scratch, ends with that decay over that last
+            fraction of its steps, so it is trained as the fitted points were (a
+            warmup-stable run and its cooldown). None: the heuristic's own schedule. Left
+            out of the step's key while None.
     """
 
     fit_path: Any
@@ -168,6 +173,7 @@ class PredictionConfig:
     train_options: dict[str, Any] = field(default_factory=dict)
     eval_points: int = 4
     output_path: str = this_output_path()
+    cooldown: tuple[str, float] | None = added_field(default=None)
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,13 @@ from marin.scaling_laws.study.labels import (
     study_labels,
     validation_sets,
 )
-from marin.scaling_laws.study.ladder import SCHEDULES, ShapeLadder, ladder_line, ladder_runs
+from marin.scaling_laws.study.ladder import (
+    DECAY_SHAPE,
+    SCHEDULES,
+    ShapeLadder,
+    ladder_line,
+    ladder_runs,
+)
 from marin.scaling_laws.study.steps import (
     fit_study,
     run_candidate,
@@ -228,12 +234,14 @@ def isoflop_study(name: str, corpora: StudyCorpus | Mapping[str, StudyCorpus | M
         corpora=tuple(LabelPath(c, data[c]) for c in labels.corpora)),
         description=f"Approach 2 and 3 fits of {len(labels.order)} label(s) over "
                     f"{len(runs)} runs, on {metric}{ladder_line(stable, train_steps)}")
+    cooldown = (DECAY_SHAPE, float(cooldown_fraction)) if schedule == "cooldown" else None
     predictions = {} if predict_budget is None else {
         label: _prediction_step(name, stem, label, labels, fit, data[label], heuristic,
-                                predict_budget, options, eval_points)
+                                predict_budget, options, eval_points, cooldown=cooldown)
         for label in labels.order}
     further = {label: tuple(_prediction_step(name, stem, label, labels, fit, data[label],
-                                             heuristic, b, options, eval_points, further=True)
+                                             heuristic, b, options, eval_points, further=True,
+                                             cooldown=cooldown)
                             for b in held_out[1:]) for label in labels.order} \
         if len(held_out) > 1 else {}
     checks = [*predictions.values(), *(s for steps in further.values() for s in steps)]
@@ -366,10 +374,12 @@ def _candidate_step(folder: str, stem: str, label: str, group: str,
 def _prediction_step(name: str, stem: str, label: str, labels: StudyLabels, fit: ExecutorStep,
                      data: Any, heuristic: ScalingHeuristic, budget: float,
                      options: dict[str, Any], eval_points: int,
-                     further: bool = False) -> ExecutorStep:
+                     further: bool = False,
+                     cooldown: tuple[str, float] | None = None) -> ExecutorStep:
     """A label's checked prediction: depends on the fit; resources and estimate are those of
     the heuristic's largest candidate at ``budget`` (the run is chosen when the fit is
-    known). A further held-out budget's step is named by its budget too."""
+    known). A further held-out budget's step is named by its budget too. In a ladder study
+    (``cooldown``) the run ends with the ladder's cooldown, as its points did."""
     candidates = study_candidates(heuristic, [budget])[budget]
     largest = max(candidates, key=lambda c: c.params)
     label_stem = stem if labels.single else f"{stem}-{label}"
@@ -377,7 +387,7 @@ def _prediction_step(name: str, stem: str, label: str, labels: StudyLabels, fit:
     config = PredictionConfig(fit_path=output_path_of(fit), label=label, data=data,
                               budget=budget, heuristic=heuristic, run_name=f"{group}-predicted",
                               group=group, train_options=dict(options),
-                              eval_points=eval_points)
+                              eval_points=eval_points, cooldown=cooldown)
     hours = max(c.estimated_device_hours or 0.0 for c in candidates)
     step_name = f"{name}/prediction" if labels.single else f"{name}/prediction/{label}"
     if further:

@@ -9,9 +9,9 @@
 by model shape (hidden size, layers). Each shape gets one **stable run**: constant learning
 rate after a short warmup (``decay_fraction=0``), as long as its largest branch point. Each
 candidate point of ``n`` steps is a **cooldown branch** of it: from step ``k = round((1 -
-cooldown_fraction) * n)`` (rounded to the ladder's granularity ``g``) to ``n``, of a
-``1-sqrt`` decay (``marin.training.branching.cooldown_config``), so the point costs only its
-last ``n - k`` steps and the stable prefix is paid once per shape.
+cooldown_fraction) * n)`` to ``n``, of a ``1-sqrt`` decay
+(``marin.training.branching.cooldown_config``), so the point costs only its last ``n - k``
+steps and the stable prefix is paid once per shape.
 
 * **Batch:** every point of a shape runs at the batch size of the shape's longest candidate
   (a branch continues its parent's batches); a point's steps are its candidate's tokens over
@@ -24,12 +24,11 @@ last ``n - k`` steps and the stable prefix is paid once per shape.
   at a learning rate a little below what the heuristic would give them from scratch.
 * **Warmup:** the stable run warms up over the warmup steps of the shape's shortest point
   (its ``warmup_fraction`` of its steps), so every branch point is past it.
-* **Checkpoints:** the stable run saves and keeps a checkpoint every ``g`` steps
-  (``checkpoint_every = checkpoint_keep_every = g``): ``g`` is the largest power of two at
-  most a tenth of the shape's shortest cooldown, so rounding moves no cooldown by more than
-  5% of the shortest one. The stable run so keeps ``stable_steps / g`` checkpoints, about
-  ``40 * n_max / n_min`` at ``cooldown_fraction=0.2``: the storage a ladder pays for its
-  FLOPs (the dry run's description of each stable run says how many).
+* **Checkpoints:** the stable run saves and keeps a checkpoint at each of its branch
+  points (``checkpoint_at``), one per point of the shape (two points of one step share
+  it), and no other unless ``train_options`` asks for ``checkpoint_every``: the storage a
+  ladder pays for its FLOPs is one checkpoint per point (the dry run's description of
+  each stable run says how many).
 * **Replicates:** the seed replicates of a shape's replicated points (the middle
   candidate of each budget) branch from a stable run of their own: the replicate's seed,
   the shape's warmup, batch and hyperparameters, as long as their largest branch point
@@ -43,7 +42,6 @@ last ``n - k`` steps and the stable prefix is paid once per shape.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +54,7 @@ from marin.scaling_laws.study.labels import StudyInputError
 from marin.scaling_laws.study.steps import run_candidate, train_stable
 from marin.training.branching import cooldown_config
 
-__all__ = ["SCHEDULES", "LadderPoint", "ShapeLadder", "ladder_flops", "ladder_line",
+__all__ = ["DECAY_SHAPE", "SCHEDULES", "LadderPoint", "ShapeLadder", "ladder_flops", "ladder_line",
            "ladder_runs", "plan_ladders"]
 
 #: ``isoflop_study(schedule=...)``: every point from scratch, or cooldowns of stable runs
@@ -73,8 +71,8 @@ class LadderPoint:
     Attributes:
         candidate: the sweep's candidate (its budget, shape and tokens).
         train_steps: the point's steps ``n`` at the shape's batch size.
-        branch_step: ``k``, where its cooldown leaves the stable run (a multiple of the
-            ladder's granularity, past the warmup, before ``n``).
+        branch_step: ``k``, where its cooldown leaves the stable run (past the warmup,
+            before ``n``).
     """
 
     candidate: CandidateConfig
@@ -93,8 +91,6 @@ class ShapeLadder:
         horizon_tokens: the tokens of that candidate, the horizon the hyperparameters are
             those of.
         warmup_steps: the stable run's warmup.
-        granularity: ``g``: branch points are multiples of it, and the stable run keeps a
-            checkpoint at each.
         stable_steps: the stable run's steps (its largest branch point).
         points: the branches, in the order of the sweep (budget, then candidate).
         stable: the stable run's step, once the graph is built (None in a bare plan).
@@ -105,7 +101,6 @@ class ShapeLadder:
     longest: CandidateConfig
     horizon_tokens: int
     warmup_steps: int
-    granularity: int
     stable_steps: int
     points: tuple[LadderPoint, ...]
     stable: ExecutorStep | None = None
@@ -146,12 +141,11 @@ def _shape_ladder(hidden: int, layers: int, found: list[CandidateConfig], fracti
     batch = longest.batch_size
     steps = [max(1, round(c.tokens / (batch * c.seq_len))) for c in found]
     shortest = min(steps)
-    granularity = 2 ** max(0, math.floor(math.log2(max(1.0, fraction * shortest / 10))))
     warmup_fraction = longest.optimizer.warmup_fraction  # as schedule_steps counts it
     warmup = max(1, int(shortest * warmup_fraction)) if warmup_fraction > 0 else 0
     points = []
     for c, n in zip(found, steps, strict=True):
-        k = max(granularity, round((1 - fraction) * n / granularity) * granularity)
+        k = max(1, round((1 - fraction) * n))
         if k >= n or k < warmup:
             raise StudyInputError(
                 f"cooldown_fraction={fraction}: the {budget_tag(c.budget)} point of h{hidden}-"
@@ -159,7 +153,7 @@ def _shape_ladder(hidden: int, layers: int, found: list[CandidateConfig], fracti
                 f"starting before the warmup ({warmup} steps); give a larger budget or a "
                 "cooldown_fraction nearer 0.2")
         points.append(LadderPoint(c, n, k))
-    return ShapeLadder(hidden, layers, longest, longest.tokens, warmup, granularity,
+    return ShapeLadder(hidden, layers, longest, longest.tokens, warmup,
                        max(p.branch_step for p in points), tuple(points))
 
 
@@ -202,9 +196,9 @@ def _stable_step(name: str, label: str, single: bool, shape: ShapeLadder, data: 
     """The stable run of ``shape`` (replicate r > 0: seed + r)."""
     steps = shape.stable_steps
     tag = f"h{shape.hidden_dim}-l{shape.num_layers}" + (f"-s{replicate}" if replicate else "")
-    g = shape.granularity
+    branch_points = tuple(sorted({p.branch_step for p in shape.points}))
     run_options = {"eval_every": max(1, steps // eval_points), **options,
-                   "checkpoint_every": g, "checkpoint_keep_every": g}
+                   "checkpoint_at": branch_points}
     if replicate:
         run_options["seed"] = options.get("seed", 0) + replicate
     longest = shape.longest
@@ -216,8 +210,8 @@ def _stable_step(name: str, label: str, single: bool, shape: ShapeLadder, data: 
         training_config(candidate, data, run_options),
         description=f"stable run of {shape.longest.params:.3g} params, {steps} steps of "
                     f"{shape.batch_size}: the hyperparameters of a horizon of "
-                    f"{shape.horizon_tokens:.3g} tokens; keeps {steps // g} checkpoints, "
-                    f"one every {g} step(s)",
+                    f"{shape.horizon_tokens:.3g} tokens; keeps {len(branch_points)} "
+                    f"checkpoint(s), one per branch point",
         resources=resources_of(longest),
         estimate=ComputeEstimate(per_step * steps, (longest.estimated_device_hours or 0.0)
                                  * steps / longest.train_steps),

@@ -223,6 +223,10 @@ def run_prediction(config: PredictionConfig) -> Prediction:
     source, optimum = best
     candidate = nearest_candidate(study_candidates(config.heuristic, [config.budget])
                                   [config.budget], optimum.params)
+    if config.cooldown is not None:  # trained as the ladder's points were
+        shape, fraction = config.cooldown
+        candidate = replace(candidate, optimizer=replace(
+            candidate.optimizer, decay_shape=shape, decay_fraction=fraction))
     loss, fit_interval, loss_from = predicted_loss(fit, config.budget, candidate.params,
                                                    candidate.tokens)
     interval, parts = prediction_interval(fits, config.label, loss, fit_interval,

@@ -344,3 +344,22 @@ def test_a_wide_interval_far_out_is_infinite_not_an_error():
     low, high = law.interval(1e21)
     assert high == math.inf
     assert 0 <= low < float(law.predict(1e21))
+
+
+def test_a_parametric_fit_that_diverges_is_refused_not_an_overflow():
+    """Runs where only the smallest model is worse, by a step no power of N follows: the
+    fit's A runs past the largest float. ``fit_parametric_loss`` refuses in one line
+    (it raised OverflowError, failing a study's fit step on one backtest); the study's
+    ``fit_parametric`` gives no law and that reason, so a backtest is left out, not the fit."""
+    from marin.scaling_laws.study.fitting import fit_parametric
+    from marin.scaling_laws.values import RunRow
+
+    n = np.repeat([1e3, 1.5e3, 2e3], 3)
+    d = np.tile([1e6, 2e6, 4e6], 3)
+    loss = np.where(n < 1.1e3, 4.0, 3.0) + 0.1 / (d / 1e6) ** 0.3
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="diverged: A = e\\^"):
+        fit_parametric_loss(n, d, loss)
+    rows = [RunRow(run=f"r{i}", params=float(a), tokens=float(b), flops=6.0 * a * b,
+                   loss=float(c)) for i, (a, b, c) in enumerate(zip(n, d, loss, strict=True))]
+    law, why = fit_parametric(rows)
+    assert law is None and "largest float" in why

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,6 +57,8 @@ __all__ = ["HUBER_DELTA", "LEVEL", "PARAMETERS", "Approach3", "OptimalAllocation
 
 HUBER_DELTA = 1e-3
 LEVEL = 0.95  # of the bootstrap intervals of the parameters
+
+_LOG_MAX = math.log(sys.float_info.max)  # e ** x is a float below this
 
 
 ParametricFit = Approach3  # its older name
@@ -274,6 +277,11 @@ def fit_parametric_loss(params: Sequence[float], tokens: Sequence[float],
     log_n, log_d, log_l = np.log(n_arr[finite]), np.log(d_arr[finite]), np.log(l_arr[finite])
     theta, value = _best_fit(log_n, log_d, log_l, starts)
     a, b, e, alpha, beta = (float(v) for v in theta)
+    for name, log_value in (("A", a), ("B", b), ("E", e)):
+        if not (math.isfinite(log_value) and log_value < _LOG_MAX):
+            raise ValueError(f"the parametric fit diverged: {name} = e^{log_value:.4g} is past "
+                             "the largest float (a run set that does not pin down L(N, D)); "
+                             "give runs over more sizes and token counts")
     law: dict = {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": alpha,
                  "beta": beta, "objective": value}
     if flops is not None:
